@@ -1,0 +1,2 @@
+"""Executable companion: shared package."""
+__version__ = "0.1.0"

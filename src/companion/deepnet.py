@@ -1,0 +1,203 @@
+"""Paper A's deep network with an ensemble axis (Chapter 1; used in Chapters 2-4).
+
+``f(x; w_1..w_L) = σ(w_L σ(w_{L-1} … σ(w_1 x)))`` with no biases and σ applied at the output too;
+``w_ℓ ∈ R^{d_ℓ × d_{ℓ-1}}``, ``d_L = 1``. The parameters are a list ``params`` of ``L`` tensors of shape
+``(E, d_ℓ, d_{ℓ-1})``: member ``e`` of the ensemble is the network ``params[ℓ][e]``. The paper stacks the
+layers into ``W = blockdiag(w_1, …, w_L)``, so that ``‖W‖_F² = Σ_ℓ ‖w_ℓ‖_F²`` (:func:`blockdiag`, :func:`norm`).
+
+Loss (paper A §3): ``𝓛(W) = (1/n) Σ_i J_i(F(x_i; W))`` with ``J_i(u) = (u − y_i)²``, so ``c_J = 2``.
+
+Shapes: data ``X`` is ``(n, d)`` (shared by all members) or ``(E, n, d)``; targets ``y`` are ``(n,)`` or ``(E, n)``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+from . import activations, validation
+from .device import resolve
+
+C_J = 2.0  # Lipschitz constant of J_i'(u) = 2(u − y_i), paper A's c_J for the squared loss
+
+
+def check_params(params: Sequence[Tensor]) -> list[Tensor]:
+    """Validate a parameter list: L ≥ 1 tensors ``(E, d_ℓ, d_{ℓ-1})`` that chain, with ``d_L = 1``."""
+    if not isinstance(params, (list, tuple)) or len(params) == 0:
+        raise ValueError("params must be a non-empty list of tensors of shape (E, d_l, d_(l-1))")
+    out = []
+    for ell, w in enumerate(params, start=1):
+        validation.tensor(f"params[{ell - 1}] (w_{ell})", w, ndim=3)
+        out.append(w)
+    E = out[0].shape[0]
+    for ell in range(1, len(out)):
+        if out[ell].shape[0] != E:
+            raise ValueError(f"ensemble sizes differ: w_1 has E={E} but w_{ell + 1} has E={out[ell].shape[0]}")
+        if out[ell].shape[2] != out[ell - 1].shape[1]:
+            raise ValueError(f"w_{ell + 1} has {out[ell].shape[2]} input columns but w_{ell} has "
+                             f"{out[ell - 1].shape[1]} output rows")
+    if out[-1].shape[1] != 1:
+        raise ValueError(f"the last layer must have one output (d_L = 1), got d_L = {out[-1].shape[1]}")
+    validation.same_device(**{f"w_{i + 1}": w for i, w in enumerate(out)})
+    return out
+
+
+def _check_data(params: list[Tensor], X: Tensor, y: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+    E, d = params[0].shape[0], params[0].shape[2]
+    validation.tensor("X", X, ndim=(2, 3))
+    if X.shape[-1] != d:
+        raise ValueError(f"X has {X.shape[-1]} features but w_1 expects d_0 = {d}")
+    if X.ndim == 3 and X.shape[0] != E:
+        raise ValueError(f"X has ensemble size {X.shape[0]} but params have E = {E}")
+    if y is not None:
+        validation.tensor("y", y, ndim=(1, 2))
+        if y.shape[-1] != X.shape[-2]:
+            raise ValueError(f"y has {y.shape[-1]} targets but X has n = {X.shape[-2]} samples")
+        if y.ndim == 2 and y.shape[0] != E:
+            raise ValueError(f"y has ensemble size {y.shape[0]} but params have E = {E}")
+    return X, y
+
+
+def widths_of(params: Sequence[Tensor]) -> list[int]:
+    """``[d_0, d_1, …, d_L]`` of a parameter list."""
+    return [params[0].shape[2]] + [w.shape[1] for w in params]
+
+
+def init_params(widths: Sequence[int], ensemble: int, scale: float = 1.0, *, generator: torch.Generator | None = None,
+                device=None, dtype=None) -> list[Tensor]:
+    """Gaussian initialisation ``w_ℓ ~ N(0, scale² / d_{ℓ-1})`` entrywise, for ``ensemble`` independent members.
+
+    ``widths = [d_0, …, d_L]`` with ``d_L = 1``. Returns ``L`` tensors ``(E, d_ℓ, d_{ℓ-1})``.
+    """
+    validation.positive_int("ensemble size", ensemble)
+    if len(widths) < 2:
+        raise ValueError(f"widths must list d_0..d_L with L >= 1, got {list(widths)}")
+    for i, w in enumerate(widths):
+        validation.positive_int(f"width d_{i}", w)
+    if widths[-1] != 1:
+        raise ValueError(f"paper A's network has one output: d_L must be 1, got {widths[-1]}")
+    validation.nonnegative("scale", scale)
+    dev, dt = resolve(device, dtype)
+    return [scale / math.sqrt(widths[l - 1]) *
+            torch.randn(ensemble, widths[l], widths[l - 1], generator=generator, device=dev, dtype=dt)
+            for l in range(1, len(widths))]
+
+
+def ball_data(n: int, d: int, *, c_x: float = 1.0, generator: torch.Generator | None = None,
+              device=None, dtype=None) -> Tensor:
+    """``n`` inputs uniform in the ball ``‖x‖ ≤ c_x √d`` (Assumption 3.2), shape ``(n, d)``."""
+    validation.positive_int("n", n)
+    validation.positive_int("d", d)
+    dev, dt = resolve(device, dtype)
+    g = torch.randn(n, d, generator=generator, device=dev, dtype=dt)
+    r = torch.rand(n, 1, generator=generator, device=dev, dtype=dt) ** (1.0 / d)
+    return c_x * math.sqrt(d) * r * g / g.norm(dim=1, keepdim=True)
+
+
+def check_assumption_3_2(X: Tensor, c_x: float = 1.0) -> Tensor:
+    """Raise ``ValueError`` unless every input satisfies ``‖x_i‖ ≤ c_x √d`` (paper A, Assumption 3.2)."""
+    validation.tensor("X", X, ndim=(2, 3))
+    d = X.shape[-1]
+    worst = X.norm(dim=-1).max().item()
+    if worst > c_x * math.sqrt(d) * (1 + 1e-12):
+        raise ValueError(f"data violate Assumption 3.2: max ‖x_i‖ = {worst:.6g} > c_x √d = {c_x * math.sqrt(d):.6g}")
+    return X
+
+
+def forward_all(params: Sequence[Tensor], X: Tensor, act) -> tuple[list[Tensor], list[Tensor]]:
+    """Pre-activations ``z_ℓ = w_ℓ h_{ℓ-1}`` and activations ``h_ℓ = σ(z_ℓ)`` of every layer (Lemma 4.2).
+
+    Returns ``(zs, hs)``: ``zs[ℓ-1]`` is ``(E, n, d_ℓ)`` for ℓ = 1..L; ``hs[ℓ]`` is ``(E, n, d_ℓ)`` for ℓ = 0..L
+    with ``hs[0] = X`` broadcast to the ensemble.
+    """
+    params = check_params(params)
+    X, _ = _check_data(params, X)
+    sigma = activations.get(act)
+    E = params[0].shape[0]
+    h = X.expand(E, *X.shape[-2:]) if X.ndim == 2 else X
+    zs, hs = [], [h]
+    for w in params:
+        z = torch.matmul(h, w.transpose(1, 2))
+        h = sigma.fn(z)
+        zs.append(z)
+        hs.append(h)
+    return zs, hs
+
+
+def forward(params: Sequence[Tensor], X: Tensor, act) -> Tensor:
+    """Network outputs ``F(x_i; W)`` for every member and sample, shape ``(E, n)``."""
+    return forward_all(params, X, act)[1][-1][..., 0]
+
+
+def loss(params: Sequence[Tensor], X: Tensor, y: Tensor, act) -> Tensor:
+    """``𝓛(W) = (1/n) Σ_i (F(x_i; W) − y_i)²`` per member, shape ``(E,)``."""
+    params = check_params(params)
+    _check_data(params, X, y)
+    return ((forward(params, X, act) - y) ** 2).mean(dim=-1)
+
+
+def backward_deltas(params: Sequence[Tensor], zs: Sequence[Tensor], act) -> list[Tensor]:
+    """Lemma 4.2's backward recursion, written out (no autograd).
+
+    ``δ_L = σ'(z_L)``, ``δ_ℓ = σ'(z_ℓ) ⊙ (w_{ℓ+1}ᵀ δ_{ℓ+1})``; returns ``[δ_1, …, δ_L]``, each ``(E, n, d_ℓ)``,
+    so that ``∇_{w_ℓ} F(x_i) = δ_{ℓ,i} h_{ℓ-1,i}ᵀ``.
+    """
+    sigma = activations.get(act)
+    deltas = [sigma.d1(zs[-1])]
+    for ell in range(len(params) - 2, -1, -1):
+        # row-vector form of w_{ℓ+1}ᵀ δ_{ℓ+1}: (E, n, d_{ℓ+1}) @ (E, d_{ℓ+1}, d_ℓ)
+        deltas.append(sigma.d1(zs[ell]) * torch.matmul(deltas[-1], params[ell + 1]))
+    return deltas[::-1]
+
+
+def output_gradient(params: Sequence[Tensor], X: Tensor, act) -> list[Tensor]:
+    """Per-sample gradients ``∇_{w_ℓ} F(x_i; W) = δ_ℓ h_{ℓ-1}ᵀ`` by Lemma 4.2: ``(E, n, d_ℓ, d_{ℓ-1})`` per layer."""
+    zs, hs = forward_all(params, X, act)
+    deltas = backward_deltas(params, zs, act)
+    return [delta.unsqueeze(-1) * h.unsqueeze(-2) for delta, h in zip(deltas, hs[:-1])]
+
+
+def loss_and_gradient(params: Sequence[Tensor], X: Tensor, y: Tensor, act) -> tuple[Tensor, list[Tensor]]:
+    """``𝓛`` and ``∇_{w_ℓ}𝓛 = (1/n) Σ_i J_i'(F_i) δ_{ℓ,i} h_{ℓ-1,i}ᵀ`` by Lemma 4.2's recursion (no autograd).
+
+    Returns ``(loss (E,), [grad_1 (E, d_1, d_0), …, grad_L (E, 1, d_{L-1})])``.
+    """
+    params = check_params(params)
+    _check_data(params, X, y)
+    zs, hs = forward_all(params, X, act)
+    residual = hs[-1][..., 0] - y                                  # (E, n)
+    n = residual.shape[-1]
+    deltas = backward_deltas(params, zs, act)
+    coef = (2.0 / n) * residual.unsqueeze(-1)                      # J_i'(F_i)/n, (E, n, 1)
+    grads = [torch.matmul((coef * delta).transpose(1, 2), h) for delta, h in zip(deltas, hs[:-1])]
+    return (residual ** 2).mean(dim=-1), grads
+
+
+def loss_and_gradient_autograd(params: Sequence[Tensor], X: Tensor, y: Tensor, act) -> tuple[Tensor, list[Tensor]]:
+    """The same as :func:`loss_and_gradient` by reverse-mode autograd (the reference in Chapter 1's check).
+
+    Members are independent, so the gradient of ``Σ_e 𝓛_e`` is each member's own gradient.
+    """
+    params = [w.detach().requires_grad_(True) for w in check_params(params)]
+    with torch.enable_grad():
+        value = loss(params, X, y, act)
+        grads = torch.autograd.grad(value.sum(), params)
+    return value.detach(), [g.detach() for g in grads]
+
+
+def norm(params: Sequence[Tensor]) -> Tensor:
+    """``‖W‖_F = (Σ_ℓ ‖w_ℓ‖_F²)^{1/2}`` per member, shape ``(E,)``."""
+    return torch.sqrt(sum((w ** 2).sum(dim=(1, 2)) for w in params))
+
+
+def blockdiag(params: Sequence[Tensor]) -> Tensor:
+    """Paper A's ``W = blockdiag(w_1, …, w_L)``, shape ``(E, Σ_{ℓ≥1} d_ℓ, Σ_{ℓ<L} d_ℓ)``."""
+    params = check_params(params)
+    return torch.stack([torch.block_diag(*[w[e] for w in params]) for e in range(params[0].shape[0])])
+
+
+def d_max(params: Sequence[Tensor]) -> int:
+    """``max_ℓ d_ℓ`` over ℓ = 0..L, as in paper A's constants."""
+    return max(widths_of(params))

@@ -1,0 +1,52 @@
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("COMPANION_PROGRESS", "0")
+
+
+@pytest.fixture
+def gen():
+    """A fresh CPU generator with a fixed seed: every test is reproducible."""
+    return torch.Generator().manual_seed(1234)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip GPU-marked tests on a machine without CUDA (CI has none)."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def build_site(out_dir, execute: str = "off"):
+    """Build the book with ``jupyter-book build -W`` into ``out_dir``; returns (returncode, log, html dir).
+
+    ``execute='off'`` renders the chapters without running them (nbval executes them elsewhere in the
+    suite); ``'cache'`` executes them at the scale COMPANION_SCALE names.
+    """
+    import subprocess
+    import sys
+
+    import yaml
+
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    cfg["execute"]["execute_notebooks"] = execute
+    config = out_dir / "_config.yml"
+    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    jb = str(__import__("pathlib").Path(sys.executable).with_name("jupyter-book"))
+    proc = subprocess.run([jb, "build", str(ROOT), "--config", str(config), "--path-output", str(out_dir),
+                           "-W", "--keep-going", "--all"], capture_output=True, text=True, cwd=ROOT)
+    return proc.returncode, proc.stdout + proc.stderr, out_dir / "_build" / "html"
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory):
+    """The website built once per test session with -W (execution off): (returncode, log, html dir)."""
+    return build_site(tmp_path_factory.mktemp("site"))

@@ -1,0 +1,56 @@
+"""The book's structure: chapter/notebook pairs, the Colab install cell, the table of contents, the -W build."""
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import chapters  # noqa: E402
+
+
+def _toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        files += [c["file"] for c in part["chapters"]]
+    return files
+
+
+def test_every_chapter_pair_is_in_sync():
+    assert chapters.chapters(), "no chapters found"
+    assert chapters.problems() == []
+
+
+def test_install_cell_url_matches_config():
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    assert url.startswith("https://github.com/")
+    for md in chapters.chapters():
+        nb = md.with_suffix(".ipynb").read_text()
+        assert f"companion @ git+{url}" in nb, md
+        assert "torch" not in re.search(r"subprocess\.run\(\[(.*?)\]", md.read_text()).group(1), "must not reinstall torch"
+
+
+def test_toc_lists_exactly_the_chapters():
+    listed = {f for f in _toc_files()}
+    for f in listed:
+        assert (ROOT / f"{f}.md").exists(), f"_toc.yml names a missing file {f}"
+    on_disk = {str(p.relative_to(ROOT).with_suffix("")) for p in chapters.chapters()}
+    assert on_disk <= listed, f"chapters missing from _toc.yml: {sorted(on_disk - listed)}"
+
+
+def test_every_chapter_ends_in_a_claim_check():
+    for md in chapters.chapters():
+        text = md.read_text()
+        assert "claims.ClaimCheck(" in text and ".report()" in text, f"{md.name}: no claim check"
+        assert text.index(".report()") > text.index("{code-cell}"), md.name
+        assert "prf:" in text, f"{md.name}: the claim should be stated in a prf box"
+
+
+def test_book_builds_with_warnings_as_errors(built_site):
+    code, log, html = built_site
+    assert code == 0, log[-4000:]
+    assert (html / "book" / "paper_a" / "01_setup.html").exists()
+    page = (html / "book" / "paper_a" / "01_setup.html").read_text()
+    assert "colab.research.google.com/github/" in page and "01_setup.ipynb" in page

@@ -1,0 +1,386 @@
+"""Paper B's population closed forms (Appendix A) for a two-layer ReLU network and a linear target (Chapter 5).
+
+Data ``x ~ N(0, I_d)``, target ``y = aᵀx``, network ``f(x) = Σ_i v_i ReLU(w_iᵀx) = vᵀReLU(Wx)`` with
+``W ∈ R^{k×d}`` (row ``i`` is neuron ``w_i``) and **signed** output weights ``v ∈ R^k``.
+
+Sign convention. Paper B writes the k = 2 network as ``v1 ReLU(w1ᵀx) − v2 ReLU(w2ᵀx)`` with ``v1, v2 > 0``.
+Here that network is ``v = [v1, −v2]`` (:func:`signed_from_paper`); its global optimum
+``v1 w1 = a, v2 w2 = −a`` and its saddle manifolds ``v1 w1 = (c+1) a, v2 w2 = c a`` (Theorem 1) are built by
+:func:`paper_point`.
+
+Population loss ``L(v, W) = ½ E[(vᵀReLU(Wx) − aᵀx)²] = ½ vᵀKv − ½ Σ_i v_i aᵀw_i + ½‖a‖²`` with
+``K_ij = k(w_i, w_j)`` (:func:`relu_kernel`) and ``E[ReLU(wᵀx) aᵀx] = aᵀw/2`` (Stein's lemma).
+
+Numerics. Angles are computed by Kahan's formula ``θ = 2 atan2(‖ū − w̄‖, ‖ū + w̄‖)``, accurate to a few ulps
+for every θ (``arccos`` of a cosine loses half the digits near θ = 0, π and has an infinite derivative there,
+so autograd through it gives NaN when two neurons align). Norms are taken as ``sqrt(max(‖x‖², tiny))`` so
+autograd never divides 0/0; at an exactly aligned or anti-aligned pair the clamped branch has zero derivative,
+which is the correct first derivative because ``J'(0) = J'(π) = 0`` (``J`` below). The closed-form Hessian
+is finite and continuous through θ → 0 and θ → π (its singular-looking terms carry a factor ``sin θ``).
+
+Zero neurons. ``∇_w`` of anything at ``w = 0`` does not exist (the kernel is only positively homogeneous
+there). We use the convention of autograd through ``ReLU`` (``ReLU'(0) = 0``, i.e. the gate ``1{wᵀx > 0}``
+is 0 for ``w = 0``): gradients and Hessian entries that involve the gate of a zero neuron are 0.
+:func:`gate_second_moment` instead follows its definition with ``≥`` literally (see its docstring).
+
+Every public function takes leading batch/ensemble axes ``(...)``; computations are in the inputs' dtype
+(use float64).
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from . import validation
+
+__all__ = [
+    "angle", "relu_kernel", "relu_kernel_grad", "gate_second_moment", "loss", "gradient", "hessian",
+    "flatten_params", "unflatten_params", "signed_from_paper", "paper_point", "effective_error",
+    "loss_and_grad", "loss_and_grad_fixed_v", "network_mc", "mc_mean", "J",
+]
+
+TWO_PI = 2.0 * math.pi
+
+
+# --------------------------------------------------------------------------------------------- helpers
+def _tiny(x: Tensor) -> float:
+    return torch.finfo(x.dtype).tiny
+
+
+def _safe_norm(x: Tensor) -> Tensor:
+    """``‖x‖`` over the last axis, ``(..., d) → (...)``; autograd-safe at ``x = 0`` (derivative 0 there)."""
+    return torch.sqrt(torch.clamp((x * x).sum(-1), min=_tiny(x)))
+
+
+def _unit(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``(x/‖x‖, ‖x‖, nonzero mask)``; the unit vector of ``0`` is ``0``."""
+    n = _safe_norm(x)
+    nz = (x != 0).any(-1)
+    return torch.where(nz[..., None], x / n[..., None], torch.zeros_like(x)), torch.where(nz, n, torch.zeros_like(n)), nz
+
+
+def J(theta: Tensor) -> Tensor:
+    """``J(θ) = sin θ + (π − θ) cos θ``: ``E[ReLU(uᵀx)ReLU(wᵀx)] = ‖u‖‖w‖ J(θ)/(2π)`` (Appendix A.1, Chapter 5).
+
+    ``J(0) = π``, ``J(π) = 0``, ``J'(θ) = −(π − θ) sin θ`` (so ``J'(0) = J'(π) = 0``). Any shape.
+    """
+    return torch.sin(theta) + (math.pi - theta) * torch.cos(theta)
+
+
+def angle(u: Tensor, w: Tensor) -> Tensor:
+    """Angle ``θ ∈ [0, π]`` between ``u`` and ``w`` by Kahan's formula, ``(..., d), (..., d) → (...)``.
+
+    Accurate for all θ (no arccos); ``π/2`` by convention if either vector is zero. Paper B, Chapter 5.
+    """
+    ub, _, _ = _unit(u)
+    wb, _, _ = _unit(w)
+    ub, wb = torch.broadcast_tensors(ub, wb)
+    return 2.0 * torch.atan2(_safe_norm(ub - wb), _safe_norm(ub + wb)).where(
+        (ub != 0).any(-1) & (wb != 0).any(-1), torch.full(ub.shape[:-1], math.pi / 2, dtype=ub.dtype, device=ub.device))
+
+
+def _check_pair(u: Tensor, w: Tensor) -> None:
+    validation.tensor("u", u, ndim=None)
+    validation.tensor("w", w, ndim=None)
+    if u.ndim == 0 or w.ndim == 0:
+        raise ValueError("u and w must have a last axis of size d (shape (..., d))")
+    if u.shape[-1] != w.shape[-1]:
+        raise ValueError(f"u and w must have the same dimension d, got {u.shape[-1]} and {w.shape[-1]}")
+    try:
+        torch.broadcast_shapes(u.shape, w.shape)
+    except RuntimeError as exc:
+        raise ValueError(f"u {tuple(u.shape)} and w {tuple(w.shape)} do not broadcast") from exc
+    validation.same_device(u=u, w=w)
+
+
+# --------------------------------------------------------------------------------------------- the kernel
+def relu_kernel(u: Tensor, w: Tensor) -> Tensor:
+    """``E[ReLU(uᵀx) ReLU(wᵀx)] = ‖u‖‖w‖ (sin θ + (π − θ) cos θ)/(2π)``, x ~ N(0, I_d) (Appendix A.1, Chapter 5).
+
+    ``u, w``: ``(..., d)`` (broadcast) → ``(...)``. Exact at θ = 0 (``‖u‖‖w‖/2``), θ = π (0) and u or w = 0 (0).
+    """
+    _check_pair(u, w)
+    return _kernel(u, w)
+
+
+def _kernel(u: Tensor, w: Tensor) -> Tensor:
+    nu, nw = _safe_norm(u), _safe_norm(w)
+    zero = ~((u != 0).any(-1) & (w != 0).any(-1))
+    val = nu * nw * J(angle(u, w)) / TWO_PI
+    return torch.where(zero, torch.zeros_like(val), val)
+
+
+def relu_kernel_grad(u: Tensor, w: Tensor) -> Tensor:
+    """``∇_u E[ReLU(uᵀx)ReLU(wᵀx)] = E[1{uᵀx>0} ReLU(wᵀx) x] = (‖w‖ sin θ ū + (π − θ) w)/(2π)`` (Appendix A.2, Chapter 5).
+
+    ``u, w``: ``(..., d)`` → ``(..., d)``. At θ = 0 this is ``w/2``, at θ = π it is 0; at ``u = 0`` it is 0
+    (convention ``ReLU'(0) = 0``; the kernel has no gradient there), and at ``w = 0`` it is 0.
+    """
+    _check_pair(u, w)
+    return _kernel_grad(u, w)
+
+
+def _kernel_grad(u: Tensor, w: Tensor) -> Tensor:
+    ub, nu, u_nz = _unit(u)
+    _, nw, w_nz = _unit(w)
+    th = angle(u, w)
+    g = (nw * torch.sin(th))[..., None] * ub + (math.pi - th)[..., None] * w
+    return torch.where(u_nz[..., None], g / TWO_PI, torch.zeros_like(g))
+
+
+def gate_second_moment(u: Tensor, w: Tensor) -> Tensor:
+    """``M(u, w) = E[1{uᵀx ≥ 0} 1{wᵀx ≥ 0} x xᵀ]``, x ~ N(0, I_d) (derived in Chapter 5; Theorem 10's mean).
+
+    ``M = [(π − θ) I + sin θ (b̄b̄ᵀ − c̄c̄ᵀ)]/(2π)`` with ``b̄ ∝ ū + w̄``, ``c̄ ∝ ū − w̄`` (the bisectors of the
+    plane of u, w), equivalently ``sin θ (b̄b̄ᵀ − c̄c̄ᵀ) = [ūw̄ᵀ + w̄ūᵀ − cos θ (ūūᵀ + w̄w̄ᵀ)]/sin θ``.
+    ``M(u, u) = I/2``, ``M(u, −u) = 0``. ``u, w``: ``(..., d)`` → ``(..., d, d)``.
+    The definition uses ``≥``, so for ``u = 0`` the gate ``1{0 ≥ 0}`` is 1 and ``M(0, w) = M(w, w) = I/2``,
+    ``M(0, 0) = I``.
+    """
+    _check_pair(u, w)
+    return _gate_moment(u, w)
+
+
+def _gate_moment(u: Tensor, w: Tensor) -> Tensor:
+    u, w = torch.broadcast_tensors(u, w)
+    ub, _, u_nz = _unit(u)
+    wb, _, w_nz = _unit(w)
+    # a zero vector's half-space {x: 0 ≥ 0} is everything: replace it by the other vector (same gate a.s.)
+    ub2 = torch.where(u_nz[..., None], ub, wb)
+    wb2 = torch.where(w_nz[..., None], wb, ub2)
+    th = angle(ub2, wb2)
+    b, _, _ = _unit(ub2 + wb2)
+    c, _, _ = _unit(ub2 - wb2)
+    d = u.shape[-1]
+    eye = torch.eye(d, dtype=u.dtype, device=u.device)
+    s = torch.sin(th)[..., None, None]
+    M = ((math.pi - th)[..., None, None] * eye + s * (b[..., :, None] * b[..., None, :] - c[..., :, None] * c[..., None, :])) / TWO_PI
+    both_zero = ~(u_nz | w_nz)
+    return torch.where(both_zero[..., None, None], eye.expand_as(M), M)
+
+
+# --------------------------------------------------------------------------------------------- network
+def _check_net(v: Tensor, W: Tensor, a: Tensor) -> Tensor:
+    validation.tensor("v", v, ndim=None)
+    validation.tensor("W", W, ndim=None)
+    validation.tensor("a", a, ndim=None)
+    if v.ndim < 1 or W.ndim != v.ndim + 1:
+        raise ValueError(f"v must be (..., k) and W (..., k, d); got v {tuple(v.shape)}, W {tuple(W.shape)}")
+    if W.shape[:-1] != v.shape:
+        raise ValueError(f"W {tuple(W.shape)} must be v's shape {tuple(v.shape)} plus a last axis d")
+    if a.ndim < 1 or a.shape[-1] != W.shape[-1]:
+        raise ValueError(f"a must be (d,) or (..., d) with d = {W.shape[-1]}, got {tuple(a.shape)}")
+    try:
+        torch.broadcast_shapes(a.shape[:-1], v.shape[:-1])
+    except RuntimeError as exc:
+        raise ValueError(f"a {tuple(a.shape)} does not broadcast against the ensemble shape {tuple(v.shape[:-1])}") from exc
+    validation.same_device(v=v, W=W, a=a)
+    return a
+
+
+def _K(W: Tensor) -> Tensor:
+    return _kernel(W[..., :, None, :], W[..., None, :, :])
+
+
+def loss(v: Tensor, W: Tensor, a: Tensor) -> Tensor:
+    """Population loss ``½ E[(vᵀReLU(Wx) − aᵀx)²]`` (paper B eq. (2), Appendix A.1; Chapter 5).
+
+    ``v (..., k)`` signed output weights, ``W (..., k, d)``, ``a (d,)`` or ``(..., d)`` → ``(...)``.
+    Autograd-differentiable (twice, away from exactly aligned neurons).
+    """
+    _check_net(v, W, a)
+    quad = torch.einsum("...i,...ij,...j->...", v, _K(W), v)
+    lin = (v * torch.einsum("...kd,...d->...k", W, a)).sum(-1)
+    return 0.5 * quad - 0.5 * lin + 0.5 * (a * a).sum(-1)
+
+
+def gradient(v: Tensor, W: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
+    """Closed-form population gradient (Appendix A.2; Chapter 5).
+
+    ``∇_{v_i} L = Σ_j v_j k(w_i, w_j) − aᵀw_i/2``, ``∇_{w_i} L = v_i (Σ_j v_j g(w_i, w_j) − a/2)`` with
+    ``g = relu_kernel_grad``. Returns ``(grad_v (..., k), grad_W (..., k, d))``.
+    """
+    _check_net(v, W, a)
+    return _gradient(v, W, a)
+
+
+def _gradient(v: Tensor, W: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
+    K = _K(W)
+    G = _kernel_grad(W[..., :, None, :], W[..., None, :, :])          # (..., k, k, d): G[l, j] = g(w_l, w_j)
+    gv = torch.einsum("...ij,...j->...i", K, v) - 0.5 * torch.einsum("...kd,...d->...k", W, a)
+    inner = torch.einsum("...ljd,...j->...ld", G, v) - 0.5 * a[..., None, :]   # E[r 1{w_l x > 0} x]
+    inner = torch.where((W != 0).any(-1, keepdim=True), inner, torch.zeros_like(inner))  # gate of w = 0 is 0
+    return gv, v[..., None] * inner
+
+
+def hessian(v: Tensor, W: Tensor, a: Tensor) -> Tensor:
+    """Closed-form population Hessian (Appendix A.3, re-derived; Chapter 5), shape ``(..., k + k·d, k + k·d)``.
+
+    Parameter order ``[v_1..v_k, vec(W) row-major]`` (= :func:`flatten_params`). Blocks, with ``g`` the kernel
+    gradient, ``M`` the gate moment and ``P_l = I − w̄_l w̄_lᵀ``, ``p_lj = P_l w_j``:
+
+    * ``∂²L/∂v_l∂v_m = k(w_l, w_m)``;
+    * ``∂²L/∂v_l∂w_m = v_m g(w_m, w_l) + δ_lm (Σ_j v_j g(w_l, w_j) − a/2)``;
+    * ``∂²L/∂w_l∂w_m = v_l v_m M(w_l, w_m) + δ_lm v_l/(2π‖w_l‖) Σ_j v_j (‖p_lj‖ P_l + p_lj p_ljᵀ/‖p_lj‖)``
+      (the second term is ``E[r δ(w_lᵀx) x xᵀ]``, r the residual).
+
+    Finite at θ → 0, π. Entries involving the gate of a zero neuron are 0 (the Hessian does not exist there).
+    """
+    _check_net(v, W, a)
+    k, d = W.shape[-2], W.shape[-1]
+    batch = torch.broadcast_shapes(v.shape[:-1], a.shape[:-1])
+    v = v.expand(*batch, k)
+    W = W.expand(*batch, k, d)
+    a = a.expand(*batch, d)
+    Wl, Wm = W[..., :, None, :], W[..., None, :, :]
+    K = _K(W)                                                         # (..., k, k)
+    G = _kernel_grad(Wl, Wm)                                          # (..., k, k, d)
+    inner = torch.einsum("...ljd,...j->...ld", G, v) - 0.5 * a[..., None, :]   # E[r 1{w_l x > 0} x], (..., k, d)
+    inner = torch.where((W != 0).any(-1, keepdim=True), inner, torch.zeros_like(inner))
+    eye_k = torch.eye(k, dtype=W.dtype, device=W.device)
+    # v-W block: H_vw[l, m, :] = v_m G[m, l] + δ_lm inner[l]
+    Hvw = v[..., None, :, None] * G.transpose(-3, -2) + eye_k[..., None] * inner[..., :, None, :]
+    # W-W block, Gauss-Newton part v_l v_m M(w_l, w_m), zero where a neuron is zero (ReLU'(0) = 0)
+    _, nW, nz = _unit(W)
+    M = _gate_moment(Wl, Wm) * (nz[..., :, None] & nz[..., None, :])[..., None, None]
+    Hww = (v[..., :, None] * v[..., None, :])[..., None, None] * M    # (..., k, k, d, d)
+    # residual part, diagonal blocks only
+    wb, _, _ = _unit(W)
+    eye_d = torch.eye(d, dtype=W.dtype, device=W.device)
+    P = eye_d - wb[..., :, :, None] * wb[..., :, None, :]            # (..., k, d, d)
+    p = torch.einsum("...lde,...je->...ljd", P, W)                    # p[l, j] = P_l w_j, (..., k, k, d)
+    np_ = _safe_norm(p)
+    p_nz = (np_ > math.sqrt(_tiny(p))) & (p != 0).any(-1)
+    outer = torch.where(p_nz[..., None, None], p[..., :, None] / np_[..., None, None] * p[..., None, :], torch.zeros_like(P[..., None, :, :, :].expand(*p.shape, d)))
+    R = torch.einsum("...j,...ljde->...lde", v, np_[..., None, None] * P[..., :, None, :, :] + outer)
+    scale_l = torch.where(nz, v / (TWO_PI * torch.where(nz, nW, torch.ones_like(nW))), torch.zeros_like(v))
+    Hww = Hww + eye_k[..., None, None] * (scale_l[..., :, None, None] * R)[..., :, None, :, :]
+    H = W.new_zeros(*batch, k + k * d, k + k * d)
+    H[..., :k, :k] = K
+    Hvw_flat = Hvw.reshape(*batch, k, k * d)
+    H[..., :k, k:] = Hvw_flat
+    H[..., k:, :k] = Hvw_flat.transpose(-1, -2)
+    H[..., k:, k:] = Hww.transpose(-3, -2).reshape(*batch, k * d, k * d)
+    return H
+
+
+# --------------------------------------------------------------------------------------------- conveniences
+def flatten_params(v: Tensor, W: Tensor) -> Tensor:
+    """``[v, vec(W) row-major]``: ``(..., k), (..., k, d) → (..., k + k·d)`` (the Hessian's order)."""
+    return torch.cat([v, W.flatten(-2)], dim=-1)
+
+
+def unflatten_params(theta: Tensor, k: int, d: int) -> tuple[Tensor, Tensor]:
+    """Inverse of :func:`flatten_params`: ``(..., k + k·d) → ((..., k), (..., k, d))``."""
+    if theta.shape[-1] != k + k * d:
+        raise ValueError(f"expected a last axis of k + k·d = {k + k * d}, got {theta.shape[-1]}")
+    return theta[..., :k], theta[..., k:].unflatten(-1, (k, d))
+
+
+def signed_from_paper(v_paper: Tensor) -> Tensor:
+    """Paper B's k = 2 output weights ``[v1, v2]`` (network ``v1 ReLU(w1ᵀx) − v2 ReLU(w2ᵀx)``) → signed ``[v1, −v2]``."""
+    if v_paper.shape[-1] != 2:
+        raise ValueError(f"paper B's sign convention is for k = 2, got last axis {v_paper.shape[-1]}")
+    return v_paper * torch.tensor([1.0, -1.0], dtype=v_paper.dtype, device=v_paper.device)
+
+
+def paper_point(c: Tensor | float | None, v1: Tensor | float, v2: Tensor | float, a: Tensor) -> tuple[Tensor, Tensor]:
+    """A point of Theorem 1's families (Chapter 6), in the signed convention: ``(v (..., 2), W (..., 2, d))``.
+
+    ``c = None``: the global optimum ``v1 w1 = a, v2 w2 = −a``; otherwise the manifold point
+    ``v1 w1 = (c + 1) a, v2 w2 = c a`` (paper's convention, ``v1, v2 > 0``; a saddle for c > 0 or c < −1).
+    ``c, v1, v2`` broadcast (scalars or ``(...)`` tensors); ``a (d,)``.
+    """
+    validation.tensor("a", a, ndim=1)
+    t = lambda z: torch.as_tensor(z, dtype=a.dtype, device=a.device)
+    v1, v2 = t(v1), t(v2)
+    if bool((v1 <= 0).any()) or bool((v2 <= 0).any()):
+        raise ValueError("paper B's v1, v2 are positive (the sign sits in the network's minus)")
+    if c is None:
+        c1, c2 = t(1.0), t(-1.0)
+    else:
+        c = t(c)
+        c1, c2 = c + 1, c
+    v1, v2, c1, c2 = torch.broadcast_tensors(v1, v2, c1, c2)
+    W = torch.stack([(c1 / v1)[..., None] * a, (c2 / v2)[..., None] * a], dim=-2)
+    return torch.stack([v1, -v2], dim=-1), W
+
+
+def effective_error(v: Tensor, W: Tensor, a: Tensor) -> Tensor:
+    """``‖v1 w1 − a‖² + ‖v2 w2 + a‖²`` in paper B's convention, i.e. ``‖v_signed,1 w1 − a‖² + ‖v_signed,2 w2 − a‖²``…
+
+    …with the signed network ``v = [v1, −v2]``: ``v1 w1 − a`` and ``(−v2) w2 − a = −(v2 w2 + a)``.
+    ``(..., 2), (..., 2, d), (d,) → (...)``. Lemma 13 (Chapter 7).
+    """
+    _check_net(v, W, a)
+    if v.shape[-1] != 2:
+        raise ValueError("effective_error is paper B's k = 2 quantity")
+    eff = v[..., :, None] * W - a[..., None, :]
+    return (eff ** 2).sum((-1, -2))
+
+
+def loss_and_grad(a: Tensor) -> Callable[[list[Tensor]], tuple[Tensor, list[Tensor]]]:
+    """For :func:`companion.gd.run`: ``params = [v (E, k), W (E, k, d)] → (loss (E,), [grad_v, grad_W])`` (population GD)."""
+    def fn(params):
+        v, W = params
+        _check_net(v, W, a)
+        gv, gW = _gradient(v, W, a)
+        return loss(v, W, a), [gv, gW]
+    return fn
+
+
+def loss_and_grad_fixed_v(v: Tensor, a: Tensor) -> Callable[[list[Tensor]], tuple[Tensor, list[Tensor]]]:
+    """For :func:`companion.gd.run` with output weights frozen (Figure 1): ``params = [W (E, k, d)] → (loss (E,), [grad_W])``.
+
+    ``v``: ``(k,)`` or ``(E, k)`` signed output weights (Figure 1 uses ``v = [1, −1]``).
+    """
+    def fn(params):
+        (W,) = params
+        vv = v.expand(W.shape[:-1])
+        _check_net(vv, W, a)
+        _, gW = _gradient(vv, W, a)
+        return loss(vv, W, a), [gW]
+    return fn
+
+
+# --------------------------------------------------------------------------------------------- Monte Carlo
+def mc_mean(fn: Callable[[Tensor], Tensor], d: int, n: int, *, generator: torch.Generator | None = None,
+            batch: int = 200_000, dtype=torch.float64, device=None) -> tuple[Tensor, Tensor]:
+    """Monte Carlo ``E[fn(x)]`` over ``x ~ N(0, I_d)`` with its standard error, in batches (Chapter 5).
+
+    ``fn``: ``(B, d) → (B, ...)``. Returns ``(mean (...), se (...))`` from ``n`` samples drawn ``batch`` at a time
+    (memory is ``O(batch · size of fn's output)``). Sums are shifted by the first batch's mean for accuracy.
+    """
+    validation.positive_int("n", n)
+    validation.positive_int("batch", batch)
+    validation.positive_int("d", d)
+    if device is None and generator is not None:
+        device = generator.device
+    total = s1 = s2 = shift = None
+    done = 0
+    while done < n:
+        b = min(batch, n - done)
+        x = torch.randn(b, d, generator=generator, dtype=dtype, device=device)
+        y = fn(x)
+        if shift is None:
+            shift = y.mean(0)
+            s1 = torch.zeros_like(shift)
+            s2 = torch.zeros_like(shift)
+        z = y - shift
+        s1 = s1 + z.sum(0)
+        s2 = s2 + (z * z).sum(0)
+        done += b
+    if n < 2:
+        raise ValueError("need n >= 2 for a standard error")
+    mean_z = s1 / n
+    var = (s2 - n * mean_z ** 2) / (n - 1)
+    return shift + mean_z, torch.sqrt(torch.clamp(var, min=0) / n)
+
+
+def network_mc(v: Tensor, W: Tensor, a: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
+    """Per-sample network output and residual on inputs ``x (B, d)``: ``(f (..., B), r = f − aᵀx (..., B))``."""
+    f = torch.einsum("...k,...kb->...b", v, torch.relu(torch.einsum("...kd,bd->...kb", W, x)))
+    return f, f - torch.einsum("...d,bd->...b", a, x)

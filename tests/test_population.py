@@ -1,0 +1,162 @@
+"""Unit tests of companion.population (paper B's closed forms, Chapter 5)."""
+import math
+
+import pytest
+import torch
+
+from companion import population as P
+
+DT = torch.float64
+
+
+def _rand(gen, *shape):
+    return torch.randn(*shape, generator=gen, dtype=DT)
+
+
+def _loss_flat(a, k, d):
+    def f(theta):
+        v, W = P.unflatten_params(theta, k, d)
+        return P.loss(v[None], W[None], a)[0]
+    return f
+
+
+def test_gradient_matches_autograd(gen):
+    E, k, d = 5, 3, 6
+    v, W, a = _rand(gen, E, k), _rand(gen, E, k, d), _rand(gen, d)
+    vv, WW = v.clone().requires_grad_(), W.clone().requires_grad_()
+    gv, gW = torch.autograd.grad(P.loss(vv, WW, a).sum(), [vv, WW])
+    cv, cW = P.gradient(v, W, a)
+    assert torch.allclose(gv, cv, atol=1e-13, rtol=0)
+    assert torch.allclose(gW, cW, atol=1e-13, rtol=0)
+
+
+def test_hessian_matches_autograd_including_near_alignment(gen):
+    k, d = 3, 5
+    a = _rand(gen, d)
+    w = _rand(gen, d)
+    cases = [(_rand(gen, k), _rand(gen, k, d))]
+    for eps in (1e-3, 1e-5):                      # near-aligned and near-anti-aligned pairs
+        W = torch.stack([w, w + eps * _rand(gen, d), -w + eps * _rand(gen, d)])
+        cases.append((_rand(gen, k), W))
+    for v, W in cases:
+        H = P.hessian(v[None], W[None], a)[0]
+        Ha = torch.func.hessian(_loss_flat(a, k, d))(P.flatten_params(v, W))
+        assert torch.allclose(H, Ha, atol=1e-9 * (1 + Ha.abs().max()), rtol=0), (H - Ha).abs().max()
+        assert torch.allclose(H, H.T, atol=1e-14)
+
+
+def test_hessian_at_exact_alignment_is_continuous(gen):
+    """At θ = 0 and θ = π autograd cannot help; the closed form must be the limit of nearby values."""
+    k, d = 3, 4
+    a, w, v = _rand(gen, d), _rand(gen, d), _rand(gen, k)
+    W0 = torch.stack([w, 2 * w, -w])
+    H0 = P.hessian(v[None], W0[None], a)[0]
+    assert torch.isfinite(H0).all()
+    for eps in (1e-4, 1e-6, 1e-8):
+        We = W0 + eps * _rand(gen, k, d)
+        He = P.hessian(v[None], We[None], a)[0]
+        assert (He - H0).abs().max() < 50 * eps
+
+
+def test_kernel_limits_and_autograd_at_alignment(gen):
+    d = 7
+    u = _rand(gen, d)
+    assert torch.allclose(P.relu_kernel(u, 3 * u), 1.5 * u.norm() ** 2, rtol=1e-15)
+    assert P.relu_kernel(u, -2 * u).abs() < 1e-15
+    assert torch.allclose(P.relu_kernel_grad(u, 3 * u), 1.5 * u, atol=1e-14)
+    assert P.relu_kernel_grad(u, -u).abs().max() < 1e-15
+    # autograd through the loss with two identical neurons: finite and equal to the closed form
+    v = torch.tensor([[0.5, -1.5]], dtype=DT)
+    W = torch.stack([u, u])[None].requires_grad_()
+    g = torch.autograd.grad(P.loss(v, W, _rand(gen, d)).sum(), W)[0]
+    assert torch.isfinite(g).all()
+    # the angle is accurate at tiny θ (arccos would return 0 or lose half the digits)
+    e = torch.zeros(d, dtype=DT)
+    e[0], u2 = 1.0, torch.zeros(d, dtype=DT)
+    u2[0], u2[1] = 1.0, 1e-9
+    assert math.isclose(P.angle(e, u2).item(), 1e-9, rel_tol=1e-12)
+
+
+def test_zero_neuron_conventions(gen):
+    d = 4
+    w, a = _rand(gen, d), _rand(gen, d)
+    z = torch.zeros(d, dtype=DT)
+    assert P.relu_kernel(z, w) == 0 and P.relu_kernel_grad(z, w).abs().max() == 0
+    assert torch.allclose(P.gate_second_moment(z, w), torch.eye(d, dtype=DT) / 2)
+    assert torch.allclose(P.gate_second_moment(z, z), torch.eye(d, dtype=DT))
+    v = torch.tensor([[1.0, -1.0]], dtype=DT)
+    W = torch.stack([w, z])[None]
+    gv, gW = P.gradient(v, W, a)
+    assert gW[0, 1].abs().max() == 0 and torch.isfinite(P.hessian(v, W, a)).all()
+
+
+@pytest.mark.parametrize("rel", ["random", "aligned", "anti"])
+def test_closed_forms_against_monte_carlo(gen, rel):
+    d, n = 4, 400_000
+    u = _rand(gen, d)
+    w = {"random": _rand(gen, d), "aligned": 2 * u + 1e-3 * _rand(gen, d), "anti": -u + 1e-3 * _rand(gen, d)}[rel]
+    g = torch.Generator().manual_seed(7)
+
+    def sample(x):
+        ru, rw = torch.relu(x @ u), torch.relu(x @ w)
+        gu, gw = (x @ u >= 0).to(DT), (x @ w >= 0).to(DT)
+        xx = (x[:, :, None] * x[:, None, :]).flatten(1)
+        return torch.cat([(ru * rw)[:, None], gu[:, None] * rw[:, None] * x, (gu * gw)[:, None] * xx], dim=1)
+
+    m, se = P.mc_mean(sample, d, n, generator=g, batch=100_000)
+    exact = torch.cat([P.relu_kernel(u, w)[None], P.relu_kernel_grad(u, w), P.gate_second_moment(u, w).flatten()])
+    z = ((m - exact) / torch.clamp(se, min=1e-300)).abs()
+    assert (z[se > 0] < 5).all(), z.max()          # 4 s.e. per entry; 5 leaves room for 21 entries at once
+    assert ((m - exact).abs()[se == 0] < 1e-12).all()
+
+
+def test_loss_against_monte_carlo(gen):
+    E, k, d = 3, 3, 5
+    v, W, a = _rand(gen, E, k), _rand(gen, E, k, d), _rand(gen, d)
+    m, se = P.mc_mean(lambda x: 0.5 * P.network_mc(v, W, a, x)[1].T ** 2, d, 400_000,
+                      generator=torch.Generator().manual_seed(3))
+    assert (((m - P.loss(v, W, a)) / se).abs() < 4).all()
+
+
+@pytest.mark.parametrize("c", [None, 0.3, 2.0, -1.2, -4.0])
+def test_theorem1_families_are_stationary(c):
+    a = torch.zeros(6, dtype=DT)
+    a[0] = 1.3
+    v, W = P.paper_point(c, torch.tensor([0.5, 2.0], dtype=DT), torch.tensor([1.5, 0.4], dtype=DT), a)
+    gv, gW = P.gradient(v, W, a)
+    assert gv.abs().max() < 1e-13 and gW.abs().max() < 1e-13
+    L = P.loss(v, W, a)
+    ev = torch.linalg.eigvalsh(P.hessian(v, W, a))
+    assert (ev.min(-1).values > -1e-12).all()
+    if c is None:
+        assert (L.abs() < 1e-14).all()
+    else:
+        assert torch.allclose(L, torch.full_like(L, 0.25 * 1.3 ** 2))   # ½ E[ReLU(∓aᵀx)²] = ‖a‖²/4
+        assert ((ev.abs() < 1e-10).sum(-1) > 0).all()
+
+
+def test_gd_closures_run():
+    from companion import gd
+    a = torch.zeros(3, dtype=DT)
+    a[0] = 1
+    W0 = 1e-3 * torch.randn(2, 2, 3, generator=torch.Generator().manual_seed(0), dtype=DT)
+    res = gd.run(P.loss_and_grad_fixed_v(torch.tensor([1.0, -1.0], dtype=DT), a), [W0], 3000, 0.5)
+    assert (res.history["loss"][-1] < 1e-8).all()
+    res = gd.run(P.loss_and_grad(a), [torch.tensor([[0.1, -0.1]], dtype=DT), W0[:1]], 10, 0.1)
+    assert torch.isfinite(res.history["loss"]).all()
+
+
+def test_bad_input_raises():
+    v, W, a = torch.zeros(2, 3, dtype=DT), torch.zeros(2, 3, 4, dtype=DT), torch.zeros(4, dtype=DT)
+    with pytest.raises(ValueError):
+        P.loss(v, W, torch.zeros(5, dtype=DT))              # wrong d
+    with pytest.raises(ValueError):
+        P.gradient(v, torch.zeros(2, 2, 4, dtype=DT), a)    # k mismatch
+    with pytest.raises(ValueError):
+        P.relu_kernel(torch.zeros(3, dtype=DT), torch.zeros(4, dtype=DT))
+    with pytest.raises(ValueError):
+        P.hessian(v, W.clone().fill_(float("nan")), a)
+    with pytest.raises(ValueError):
+        P.paper_point(1.0, -1.0, 1.0, a)                     # paper's v1, v2 are positive
+    with pytest.raises(ValueError):
+        P.loss(v, W.to(torch.long), a)

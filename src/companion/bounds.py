@@ -1,0 +1,475 @@
+"""Paper A's bounds exactly as stated: Lemmas 4.3–4.7 and the constants of Theorem 4.8 (Chapters 2–4).
+
+Every right-hand side is a polynomial in the norms ``a = ‖W1‖``, ``b = ‖W2‖``, ``r = ‖W2 − W1‖`` (Frobenius
+norms of the block-diagonal ``W``, :func:`companion.deepnet.norm`) with constants in ``L``, ``d_max`` and ``c_J``.
+The functions take those norms as tensors with a leading ensemble axis ``(E,)`` (any broadcastable shape works)
+and return one value per member. Sums are evaluated in log space (``logsumexp`` of ``j log a + k log b``),
+so nothing overflows even where a power would; ``log_*`` variants return the logarithm itself.
+
+Conventions fixed from the paper's text (Appendix A; see Chapter 2 for the discussion):
+
+* ``d_max = max{d_0, …, d_L}`` *includes* the input dimension ``d_0 = d`` (Section 3, and Lemma A.2's
+  ``c_x d^{1/2} ≤ d_max^{1/2}``), as :func:`companion.deepnet.d_max` computes it.
+* The double sums of Lemmas 4.4/4.5 run over ``{(j, k): j, k ≥ 0, j + k ≤ 2L − 2}``; Lemma 4.3's over
+  ``j + k ≤ L − 1``. Both index sets are symmetric, so the two orders of summation written in the paper
+  (``Σ_j ‖W1‖^j Σ_k ‖W2‖^k`` and its exchange at the end of A.4) are the same polynomial.
+* ``c_J = 2`` for the squared loss (:data:`companion.deepnet.C_J`).
+
+The lemma-level functions (:func:`lemma_4_3`, :func:`lemma_4_4`, :func:`lemma_4_5`, :func:`lemma_4_6`)
+evaluate both sides on actual networks, and refuse (``ValueError``) where the lemmas do not apply: a
+non-smooth activation (ReLU) or data violating Assumption 3.2 (``‖x_i‖ ≤ √d``).
+
+Lemma 4.7's adaptive step is a :data:`companion.gd.StepRule` (:func:`adaptive_step`), with the quantities
+Theorem 4.8's proof tracks recorded through :func:`observers`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+from . import activations, deepnet, gd, validation
+
+C_J = deepnet.C_J
+
+
+# ----------------------------------------------------------------------------------------------- checks
+def _check_L(L: int) -> int:
+    if isinstance(L, bool) or not isinstance(L, int) or L < 2:
+        raise ValueError(f"paper A's bounds need an integer depth L >= 2, got {L!r}")
+    return L
+
+
+def _check_dmax(d_max: int) -> int:
+    if isinstance(d_max, bool) or not isinstance(d_max, int) or d_max < 1:
+        raise ValueError(f"d_max must be a positive integer, got {d_max!r}")
+    return d_max
+
+
+def _check_cJ(c_J: float) -> float:
+    c = float(c_J)
+    if not (c >= 1 and math.isfinite(c)):
+        raise ValueError(f"Assumption 3.4 takes c_J >= 1 (finite), got {c_J!r}")
+    return c
+
+
+def _norm(name: str, x) -> Tensor:
+    x = torch.as_tensor(x, dtype=torch.float64) if not isinstance(x, Tensor) else x
+    validation.tensor(name, x)
+    if bool((x < 0).any()):
+        raise ValueError(f"{name} is a norm and must be >= 0")
+    return x
+
+
+def check_assumptions(act, X: Tensor | None = None, c_x: float = 1.0):
+    """Raise ``ValueError`` unless paper A's lemmas apply: σ smooth (Assumption 3.1) with constants ≤ 1
+    (3.3), and, if data are given, ``‖x_i‖ ≤ c_x √d`` with ``c_x ≤ 1`` (3.2–3.3). Returns the activation.
+
+    Paper A, Assumptions 3.1–3.3 (Chapter 1; used by every bound of Chapters 2–4).
+    """
+    sigma = activations.get(act).require_smooth()
+    if max(sigma.constants().values()) > 1:
+        raise ValueError(f"activation {sigma.name!r} violates Assumption 3.3 (a constant exceeds 1)")
+    if not 0 < float(c_x) <= 1:
+        raise ValueError(f"Assumption 3.3 needs 0 < c_x <= 1, got {c_x!r}")
+    if X is not None:
+        deepnet.check_assumption_3_2(X, c_x)
+    return sigma
+
+
+# ------------------------------------------------------------------------------------ polynomial sums
+def _log(x: Tensor) -> Tensor:
+    return torch.log(x)  # log 0 = -inf is handled by _logpow
+
+
+def _logpow(logx: Tensor, k: int) -> Tensor:
+    """``k log x`` with the convention ``0 · log 0 = 0`` (so ``x^0 = 1`` even at ``x = 0``)."""
+    return torch.zeros_like(logx) if k == 0 else k * logx
+
+
+def log_double_sum(a, b, degree: int) -> Tensor:
+    """``log Σ_{j,k ≥ 0, j+k ≤ degree} a^j b^k`` elementwise over broadcast ``a``, ``b`` (any shape).
+
+    The polynomial of Lemma 4.3 (``degree = L − 1``) and of Lemmas 4.4/4.5 (``degree = 2L − 2``).
+    """
+    a, b = _norm("a", a), _norm("b", b)
+    la, lb = torch.broadcast_tensors(_log(a), _log(b))
+    terms = [_logpow(la, j) + _logpow(lb, k) for j in range(degree + 1) for k in range(degree + 1 - j)]
+    return torch.logsumexp(torch.stack(terms), dim=0)
+
+
+def log_power_sum(a, degree: int, offset: int = 0, weights: Sequence[float] | None = None) -> Tensor:
+    """``log Σ_{k=0}^{degree} w_k a^{k + offset}`` (``w_k = 1`` by default), elementwise."""
+    a = _norm("a", a)
+    la = _log(a)
+    w = [1.0] * (degree + 1) if weights is None else list(weights)
+    terms = [math.log(w[k]) + _logpow(la, k + offset) for k in range(degree + 1)]
+    return torch.logsumexp(torch.stack(terms), dim=0)
+
+
+# --------------------------------------------------------------------------------- the right-hand sides
+def log_lemma_4_3_rhs(norm_w1, norm_w2, norm_diff, L: int, d_max: int) -> Tensor:
+    """log of Lemma 4.3's bound ``d_max^{1/2} ‖W2−W1‖ Σ_{k=0}^{L−1} Σ_{j=0}^{L−k−1} ‖W1‖^j ‖W2‖^k``.
+
+    Paper A, Lemma 4.3 (Chapter 2). Inputs ``(E,)`` norms; output ``(E,)``.
+    """
+    L, d_max = _check_L(L), _check_dmax(d_max)
+    r = _norm("norm_diff", norm_diff)
+    return 0.5 * math.log(d_max) + _log(r) + log_double_sum(norm_w1, norm_w2, L - 1)
+
+
+def lemma_4_3_rhs(norm_w1, norm_w2, norm_diff, L: int, d_max: int) -> Tensor:
+    """Lemma 4.3's right-hand side, ``|F(x;W2) − F(x;W1)| ≤`` this, shape ``(E,)``. Paper A, Lemma 4.3 (Chapter 2)."""
+    return torch.exp(log_lemma_4_3_rhs(norm_w1, norm_w2, norm_diff, L, d_max))
+
+
+def log_lemma_4_4_rhs(norm_w1, norm_w2, norm_diff, L: int, d_max: int) -> Tensor:
+    """log of Lemma 4.4's bound ``4 d_max L³ ‖W2−W1‖ Σ_{j=0}^{2L−2} ‖W1‖^j Σ_{k=0}^{2L−j−2} ‖W2‖^k``.
+
+    Paper A, Lemma 4.4 (Chapter 2). Inputs ``(E,)`` norms; output ``(E,)``.
+    """
+    L, d_max = _check_L(L), _check_dmax(d_max)
+    r = _norm("norm_diff", norm_diff)
+    return math.log(4 * d_max * L ** 3) + _log(r) + log_double_sum(norm_w1, norm_w2, 2 * L - 2)
+
+
+def lemma_4_4_rhs(norm_w1, norm_w2, norm_diff, L: int, d_max: int) -> Tensor:
+    """Lemma 4.4's right-hand side, ``‖∇_W F(x;W2) − ∇_W F(x;W1)‖ ≤`` this. Paper A, Lemma 4.4 (Chapter 2)."""
+    return torch.exp(log_lemma_4_4_rhs(norm_w1, norm_w2, norm_diff, L, d_max))
+
+
+def log_lemma_4_5_rhs(norm_w1, norm_w2, norm_diff, loss_w1, L: int, d_max: int, c_J: float = C_J) -> Tensor:
+    """log of Lemma 4.5's bound
+    ``8 c_J d_max L³ ‖W2−W1‖ (1 + 𝓛(W1)^{1/2}) Σ_{j=0}^{2L−2} ‖W1‖^j Σ_{i=0}^{2L−j−2} ‖W2‖^i``.
+
+    Paper A, Lemma 4.5, double polynomial smoothness (Chapter 2). Inputs ``(E,)``; output ``(E,)``.
+    """
+    L, d_max, c_J = _check_L(L), _check_dmax(d_max), _check_cJ(c_J)
+    r, loss = _norm("norm_diff", norm_diff), _norm("loss_w1", loss_w1)
+    return (math.log(8 * c_J * d_max * L ** 3) + _log(r) + torch.log1p(torch.sqrt(loss))
+            + log_double_sum(norm_w1, norm_w2, 2 * L - 2))
+
+
+def lemma_4_5_rhs(norm_w1, norm_w2, norm_diff, loss_w1, L: int, d_max: int, c_J: float = C_J) -> Tensor:
+    """Lemma 4.5's right-hand side, ``‖∇𝓛(W2) − ∇𝓛(W1)‖ ≤`` this. Paper A, Lemma 4.5 (Chapter 2)."""
+    return torch.exp(log_lemma_4_5_rhs(norm_w1, norm_w2, norm_diff, loss_w1, L, d_max, c_J))
+
+
+def log_local_smoothness_bound(norm_w, loss, L: int, d_max: int, c_J: float = C_J) -> Tensor:
+    """log of Lemma 4.5 divided by ``‖W2 − W1‖`` in the limit ``W2 → W1 = W``: a bound on ``‖∇²𝓛(W)‖_op``,
+    ``8 c_J d_max L³ (1 + 𝓛(W)^{1/2}) Σ_{j+i ≤ 2L−2} ‖W‖^{j+i}``.
+
+    Paper A, Lemma 4.5 (Chapter 2, the Hessian along rays). Inputs ``(E,)``; output ``(E,)``.
+    """
+    return log_lemma_4_5_rhs(norm_w, norm_w, torch.ones_like(_norm("norm_w", norm_w)), loss, L, d_max, c_J)
+
+
+def lemma_4_6_C(L: int, d_max: int, c_J: float = C_J) -> float:
+    """``C = 2^{2L+2} c_J d_max L⁴``. Paper A, Lemma 4.6 (Chapter 3)."""
+    L, d_max, c_J = _check_L(L), _check_dmax(d_max), _check_cJ(c_J)
+    return 2.0 ** (2 * L + 2) * c_J * d_max * L ** 4
+
+
+def log_lemma_4_6_remainder(norm_w1, norm_diff, loss_w1, L: int, d_max: int, c_J: float = C_J) -> Tensor:
+    """log of Lemma 4.6's higher-order term
+    ``C (1 + 𝓛(W1)^{1/2}) (Σ_{i=0}^{2L−2} ‖W1‖^i) Σ_{k=0}^{2L−2} ‖W2−W1‖^{k+2}/(k+2)``.
+
+    Paper A, Lemma 4.6, the descent lemma (Chapter 3). Inputs ``(E,)``; output ``(E,)``.
+    """
+    C = lemma_4_6_C(L, d_max, c_J)
+    loss = _norm("loss_w1", loss_w1)
+    weights = [1.0 / (k + 2) for k in range(2 * L - 1)]
+    return (math.log(C) + torch.log1p(torch.sqrt(loss)) + log_power_sum(norm_w1, 2 * L - 2)
+            + log_power_sum(norm_diff, 2 * L - 2, offset=2, weights=weights))
+
+
+def lemma_4_6_rhs(inner, norm_w1, norm_diff, loss_w1, L: int, d_max: int, c_J: float = C_J) -> Tensor:
+    """Lemma 4.6's right-hand side ``⟨∇𝓛(W1), W2−W1⟩ + remainder``: ``𝓛(W2) − 𝓛(W1) ≤`` this, shape ``(E,)``.
+
+    Paper A, Lemma 4.6 (Chapter 3). ``inner`` is ``⟨∇𝓛(W1), W2 − W1⟩`` per member.
+    """
+    inner = validation.tensor("inner", torch.as_tensor(inner, dtype=torch.float64) if not isinstance(inner, Tensor) else inner)
+    return inner + torch.exp(log_lemma_4_6_remainder(norm_w1, norm_diff, loss_w1, L, d_max, c_J))
+
+
+def gradient_norm_bound(norm_w, L: int, d_max: int) -> Tensor:
+    """Eq. (14) of Appendix A: ``‖∇_W F(x;W)‖ ≤ d_max^{1/2} L Σ_{k=0}^{L−1} ‖W‖^k``, shape ``(E,)``.
+
+    Paper A, proof of Lemma 4.5 (Chapter 2).
+    """
+    L, d_max = _check_L(L), _check_dmax(d_max)
+    return torch.exp(0.5 * math.log(d_max) + math.log(L) + log_power_sum(norm_w, L - 1))
+
+
+# ---------------------------------------------------------------------------------- Lemma 4.7: the step
+def rho(L: int, d_max: int, c_J: float = C_J) -> float:
+    """``ρ = 2^{2L+3} c_J d_max^{3/2} L⁵ = 2 d_max^{1/2} L C``. Paper A, Lemma 4.7 (Chapter 3)."""
+    L, d_max, c_J = _check_L(L), _check_dmax(d_max), _check_cJ(c_J)
+    return 2.0 ** (2 * L + 3) * c_J * d_max ** 1.5 * L ** 5
+
+
+def eta(norm_w, loss, L: int, d_max: int, c_J: float = C_J, kappa=1.0) -> Tensor:
+    """Lemma 4.7's step ``η_t = κ / (ρ (1 + 𝓛(W_t)^{1/2}) Σ_{i=0}^{2L−2} ‖W_t‖^i)`` (``κ = 1``: the paper's).
+
+    Paper A, Lemma 4.7 (Chapter 3). ``norm_w``, ``loss``: ``(E,)``; ``kappa``: a float or ``(E,)``; output ``(E,)``.
+    """
+    loss = _norm("loss", loss)
+    log_den = math.log(rho(L, d_max, c_J)) + torch.log1p(torch.sqrt(loss)) + log_power_sum(norm_w, 2 * L - 2)
+    k = torch.as_tensor(kappa, dtype=log_den.dtype, device=log_den.device)
+    if bool((k <= 0).any()) or not bool(torch.isfinite(k).all()):
+        raise ValueError(f"kappa must be positive and finite, got {kappa!r}")
+    return k * torch.exp(-log_den)
+
+
+def adaptive_step(L: int, d_max: int, kappa: float | Tensor = 1.0, c_J: float = C_J) -> gd.StepRule:
+    """A :data:`companion.gd.StepRule` giving each member ``κ·η_t`` of Lemma 4.7, computed from its own
+    ``‖W_t‖`` (all parameter tensors together) and ``𝓛(W_t)``. ``kappa``: float or ``(E,)`` per member.
+
+    Paper A, Lemma 4.7 (Chapter 3; Chapter 4 runs Theorem 4.8 with it).
+    """
+    L, d_max, c_J = _check_L(L), _check_dmax(d_max), _check_cJ(c_J)
+    if isinstance(kappa, Tensor):
+        validation.tensor("kappa", kappa, ndim=1)
+    if bool((torch.as_tensor(kappa) <= 0).any()):
+        raise ValueError(f"kappa must be positive, got {kappa!r}")
+
+    def rule(params, loss, grads, t):
+        # a non-finite loss (diverged member) gets a NaN step; the engine flags and freezes it
+        safe = torch.where(torch.isfinite(loss), loss, torch.zeros_like(loss)).clamp_min(0)
+        out = eta(gd.param_norm(params, loss, grads), safe, L, d_max, c_J,
+                  kappa.to(loss) if isinstance(kappa, Tensor) else kappa)
+        return torch.where(torch.isfinite(loss), out, torch.full_like(out, float("nan")))
+
+    rule.description = f"Lemma 4.7 eta_t (L={L}, d_max={d_max}, kappa={'per-member' if isinstance(kappa, Tensor) else kappa})"  # type: ignore[attr-defined]
+    return rule
+
+
+def observers() -> dict:
+    """What Theorem 4.8's proof tracks, as :func:`companion.gd.run` observers: ``grad_norm_sq`` (‖∇𝓛‖²) and
+    ``param_norm`` (‖W_t‖); the engine itself records ``loss`` (𝓛) and ``eta`` (η_t).
+
+    Paper A, Theorem 4.8 (Chapter 4).
+    """
+    return {"grad_norm_sq": gd.grad_norm_sq, "param_norm": gd.param_norm}
+
+
+# -------------------------------------------------------------------------- Theorem 4.8: the constants
+@dataclass(frozen=True)
+class RateConstants:
+    """The constants of Theorem 4.8's proof (Appendix A.8) for one member, with ``N = 2L − 2``.
+
+    ``A = N (ρ(1 + 𝓛0^{1/2})(2L−1))^{(N−2)/(2N)} (2L𝓛0)^{1/2}``, ``B = β = ‖W0‖^N + Σ_{k=2}^N C(N,k)(2L𝓛0)^{k/2}``,
+    ``α*`` the smallest ``α`` with ``A((1+β)^{(N−2)/(2N)} + α^{(N−2)/(2N)}) ≤ α``. The proof's conclusions:
+    ``‖W_T‖^N ≤ α* T^{(L−1)/L} + β`` and ``η_t ≥ 1/D̄_t``, ``D̄_t = ρ(1+𝓛0^{1/2})(2L−1)(1 + α* t^{(L−1)/L} + β)``.
+    """
+
+    L: int
+    rho: float
+    A: float
+    beta: float
+    alpha: float
+    loss0: float
+
+    def norm_power_bound(self, T) -> Tensor:
+        """``α* T^{(L−1)/L} + β``: the proof's bound on ``‖W_T‖^{2L−2}``, for iterations ``T`` (any shape)."""
+        T = torch.as_tensor(T, dtype=torch.float64)
+        return self.alpha * T ** ((self.L - 1) / self.L) + self.beta
+
+    def eta_lower_bound(self, t) -> Tensor:
+        """``1/D̄_t``, the proof's lower bound on ``η_t`` at iterations ``t`` (any shape)."""
+        t = torch.as_tensor(t, dtype=torch.float64)
+        return 1.0 / (self.rho * (1 + math.sqrt(self.loss0)) * (2 * self.L - 1) * (1 + self.norm_power_bound(t)))
+
+    def eta_sum_lower_bound(self, T: int) -> Tensor:
+        """``Σ_{t<T} 1/D̄_t`` for ``T = 1..T`` (shape ``(T,)``): the proof's lower bound on ``Σ_{t<T} η_t``."""
+        return torch.cumsum(self.eta_lower_bound(torch.arange(T, dtype=torch.float64)), 0)
+
+
+def rate_constants(L: int, rho_value: float, loss0: float, norm_w0: float) -> RateConstants:
+    """Theorem 4.8's constants ``A, β, α*`` (Appendix A.8) for one member. ``rho_value`` is the ``ρ`` of the
+    step actually used (``ρ/κ`` for the rescaled step ``κ η_t``; the proof needs ``ρ ≥ 1``).
+
+    Paper A, Theorem 4.8 (Chapter 4).
+    """
+    L = _check_L(L)
+    if not rho_value >= 1:
+        raise ValueError(f"the proof of Theorem 4.8 uses rho >= 1 (so that eta_t <= 1); got {rho_value}")
+    loss0, norm_w0 = validation.nonnegative("loss0", loss0), validation.nonnegative("norm_w0", norm_w0)
+    N = 2 * L - 2
+    A = N * (rho_value * (1 + math.sqrt(loss0)) * (2 * L - 1)) ** ((N - 2) / (2 * N)) * math.sqrt(2 * L * loss0)
+    beta = norm_w0 ** N + sum(math.comb(N, k) * (2 * L * loss0) ** (k / 2) for k in range(2, N + 1))
+    p = (N - 2) / (2 * N)
+    if p == 0:  # N = 2: A (1 + 1) <= alpha
+        alpha = 2 * A
+    else:  # smallest alpha with g(alpha) = alpha - A((1+beta)^p + alpha^p) >= 0; g is increasing past its minimum
+        g = lambda a: a - A * ((1 + beta) ** p + a ** p)
+        hi = max(1.0, 2 * A * (1 + beta) ** p)
+        while g(hi) < 0:
+            hi *= 2
+        lo = 0.0
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if g(mid) < 0 else (lo, mid)
+        alpha = hi
+    return RateConstants(L=L, rho=rho_value, A=A, beta=beta, alpha=alpha, loss0=loss0)
+
+
+# ---------------------------------------------------------------- the lemmas on actual networks (LHS, RHS)
+@dataclass
+class Comparison:
+    """Both sides of one lemma on an ensemble. ``lhs``: ``(E,)`` or ``(E, n)`` (per sample for Lemmas 4.3/4.4);
+    ``rhs``: ``(E,)`` (broadcasts against ``lhs``); ``ratio = lhs / rhs`` (≤ 1 where the lemma holds)."""
+
+    lhs: Tensor
+    rhs: Tensor
+
+    @property
+    def ratio(self) -> Tensor:
+        rhs = self.rhs.view(*self.rhs.shape, *([1] * (self.lhs.ndim - self.rhs.ndim)))
+        return self.lhs / rhs
+
+
+def _pair(params1, params2):
+    p1, p2 = deepnet.check_params(params1), deepnet.check_params(params2)
+    if [w.shape for w in p1] != [w.shape for w in p2]:
+        raise ValueError("W1 and W2 must have the same layer shapes")
+    _check_L(len(p1))
+    diff = [b - a for a, b in zip(p1, p2)]
+    return p1, p2, deepnet.norm(p1), deepnet.norm(p2), deepnet.norm(diff), diff
+
+
+def lemma_4_3(params1, params2, X: Tensor, act) -> Comparison:
+    """Both sides of Lemma 4.3 for every member and sample: ``lhs = |F(x_i;W2) − F(x_i;W1)|`` ``(E, n)``,
+    ``rhs`` ``(E,)``. Raises ``ValueError`` for a non-smooth σ or data outside ``‖x‖ ≤ √d``.
+
+    Paper A, Lemma 4.3 (Chapter 2).
+    """
+    check_assumptions(act, X)
+    p1, p2, a, b, r, _ = _pair(params1, params2)
+    lhs = (deepnet.forward(p2, X, act) - deepnet.forward(p1, X, act)).abs()
+    return Comparison(lhs, lemma_4_3_rhs(a, b, r, len(p1), deepnet.d_max(p1)))
+
+
+def lemma_4_4(params1, params2, X: Tensor, act) -> Comparison:
+    """Both sides of Lemma 4.4: ``lhs = ‖∇_W F(x_i;W2) − ∇_W F(x_i;W1)‖`` ``(E, n)``, ``rhs`` ``(E,)``.
+
+    Paper A, Lemma 4.4 (Chapter 2). Gradients by Lemma 4.2's recursion (:func:`companion.deepnet.output_gradient`).
+    """
+    check_assumptions(act, X)
+    p1, p2, a, b, r, _ = _pair(params1, params2)
+    g1, g2 = deepnet.output_gradient(p1, X, act), deepnet.output_gradient(p2, X, act)
+    lhs = torch.sqrt(sum(((u - v) ** 2).flatten(2).sum(-1) for u, v in zip(g1, g2)))
+    return Comparison(lhs, lemma_4_4_rhs(a, b, r, len(p1), deepnet.d_max(p1)))
+
+
+def lemma_4_5(params1, params2, X: Tensor, y: Tensor, act) -> Comparison:
+    """Both sides of Lemma 4.5: ``lhs = ‖∇𝓛(W2) − ∇𝓛(W1)‖`` ``(E,)``, ``rhs`` ``(E,)``.
+
+    Paper A, Lemma 4.5 (Chapter 2).
+    """
+    check_assumptions(act, X)
+    p1, p2, a, b, r, _ = _pair(params1, params2)
+    l1, g1 = deepnet.loss_and_gradient(p1, X, y, act)
+    _, g2 = deepnet.loss_and_gradient(p2, X, y, act)
+    lhs = torch.sqrt(sum(((u - v) ** 2).flatten(1).sum(-1) for u, v in zip(g1, g2)))
+    return Comparison(lhs, lemma_4_5_rhs(a, b, r, l1, len(p1), deepnet.d_max(p1)))
+
+
+def lemma_4_6(params1, params2, X: Tensor, y: Tensor, act) -> Comparison:
+    """Both sides of Lemma 4.6: ``lhs = 𝓛(W2) − 𝓛(W1)``, ``rhs = ⟨∇𝓛(W1), W2−W1⟩ + remainder``, both ``(E,)``.
+    (``lhs`` may be negative, so compare ``lhs ≤ rhs``, not the ratio.)
+
+    Paper A, Lemma 4.6 (Chapter 3).
+    """
+    check_assumptions(act, X)
+    p1, p2, a, b, r, diff = _pair(params1, params2)
+    l1, g1 = deepnet.loss_and_gradient(p1, X, y, act)
+    l2 = deepnet.loss(p2, X, y, act)
+    inner = sum((g * d).flatten(1).sum(-1) for g, d in zip(g1, diff))
+    return Comparison(l2 - l1, lemma_4_6_rhs(inner, a, r, l1, len(p1), deepnet.d_max(p1)))
+
+
+# ------------------------------------------------------------------------------ sampling and the probe
+def random_pairs(widths: Sequence[int], ensemble: int, norm_range=(0.1, 20.0), diff_range=(1e-3, 10.0), *,
+                 generator: torch.Generator | None = None, device=None, dtype=None) -> tuple[list[Tensor], list[Tensor]]:
+    """``ensemble`` random pairs ``(W1, W2)`` of networks with ``widths = [d_0, …, d_L]``: ``‖W1‖`` log-uniform in
+    ``norm_range`` and ``‖W2 − W1‖`` log-uniform in ``diff_range``; directions Gaussian with a random log-uniform
+    weight per layer in ``[0.1, 10]`` (so that both balanced and one-layer-dominated pairs occur).
+    Returns ``(params1, params2)``, lists of ``(E, d_ℓ, d_{ℓ-1})``. Chapters 2 and 3.
+    """
+    validation.positive_int("ensemble", ensemble)
+    for lo, hi, name in ((*norm_range, "norm_range"), (*diff_range, "diff_range")):
+        if not 0 < lo <= hi:
+            raise ValueError(f"{name} must satisfy 0 < lo <= hi, got {(lo, hi)}")
+    base = deepnet.init_params(widths, ensemble, 1.0, generator=generator, device=device, dtype=dtype)
+    dev, dt = base[0].device, base[0].dtype
+
+    def direction():
+        raw = deepnet.init_params(widths, ensemble, 1.0, generator=generator, device=dev, dtype=dt)
+        logw = torch.rand(len(raw), ensemble, generator=generator, device=dev, dtype=dt) * 2 * math.log(10) - math.log(10)
+        raw = [w * torch.exp(lw).view(-1, 1, 1) for w, lw in zip(raw, logw)]
+        n = deepnet.norm(raw).view(-1, 1, 1)
+        return [w / n for w in raw]
+
+    def log_uniform(lo, hi):
+        u = torch.rand(ensemble, generator=generator, device=dev, dtype=dt)
+        return torch.exp(math.log(lo) + u * (math.log(hi) - math.log(lo))).view(-1, 1, 1)
+
+    del base
+    a, r = log_uniform(*norm_range), log_uniform(*diff_range)
+    d1, d2 = direction(), direction()
+    p1 = [a * w for w in d1]
+    p2 = [w + r * v for w, v in zip(p1, d2)]
+    return p1, p2
+
+
+LEMMAS = ("4.3", "4.4", "4.5")
+
+
+def tightness_probe(lemma: str, widths: Sequence[int], act, *, starts: int = 64, steps: int = 300, n: int = 2,
+                    lr: float = 0.05, generator: torch.Generator | None = None, device=None, dtype=None) -> Tensor:
+    """Adversarial search for the worst case of Lemma 4.3, 4.4 or 4.5: maximise ``log(LHS/RHS)`` by Adam over
+    ``(W1, W2 − W1, data x_i with ‖x_i‖ < √d, targets y_i)`` from ``starts`` random starts at once.
+
+    Every iterate is a valid instance (the data are parametrised inside the ball), so the running maximum of
+    the ratio over iterates is a lower bound on the lemma's worst case. ``n`` samples (Lemmas 4.3/4.4 use the
+    first sample). Returns the best ratio found per start, ``(starts,)``. Paper A, Lemmas 4.3–4.5 (Chapter 2).
+    """
+    if lemma not in LEMMAS:
+        raise ValueError(f"lemma must be one of {LEMMAS}, got {lemma!r}")
+    check_assumptions(act)
+    validation.positive_int("starts", starts)
+    validation.positive_int("steps", steps)
+    validation.positive_int("n", n)
+    p1, p2 = random_pairs(widths, starts, (0.3, 5.0), (1e-2, 1.0), generator=generator, device=device, dtype=dtype)
+    dev, dt = p1[0].device, p1[0].dtype
+    d = widths[0]
+    w1 = [w.clone().requires_grad_(True) for w in p1]
+    dirs = [(b - a).clone().requires_grad_(True) for a, b in zip(p1, p2)]
+    log_r = torch.log(deepnet.norm([b - a for a, b in zip(p1, p2)])).clone().requires_grad_(True)
+    v = torch.randn(starts, n, d, generator=generator, device=dev, dtype=dt).requires_grad_(True)
+    y = torch.randn(starts, n, generator=generator, device=dev, dtype=dt).requires_grad_(True)
+    opt = torch.optim.Adam([*w1, *dirs, log_r, v, y], lr=lr)
+    best = torch.zeros(starts, dtype=dt, device=dev)
+    for _ in range(steps):
+        opt.zero_grad()
+        X = math.sqrt(d) * v / torch.sqrt(1 + (v ** 2).sum(-1, keepdim=True))
+        dn = deepnet.norm(dirs).view(-1, 1, 1)
+        w2 = [a + torch.exp(log_r).view(-1, 1, 1) * u / dn for a, u in zip(w1, dirs)]
+        if lemma == "4.3":
+            c = lemma_4_3(w1, w2, X[:, :1], act)
+            obj = torch.log(c.lhs[:, 0] + 1e-300) - torch.log(c.rhs)
+        elif lemma == "4.4":
+            c = lemma_4_4(w1, w2, X[:, :1], act)
+            obj = torch.log(c.lhs[:, 0] + 1e-300) - torch.log(c.rhs)
+        else:
+            c = lemma_4_5(w1, w2, X, y, act)
+            obj = torch.log(c.lhs + 1e-300) - torch.log(c.rhs)
+        obj = torch.where(torch.isfinite(obj), obj, torch.full_like(obj, -700.0))
+        best = torch.maximum(best, torch.exp(obj.detach()))
+        (-obj.sum()).backward()
+        opt.step()
+    return best

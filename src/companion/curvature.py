@@ -1,0 +1,207 @@
+"""Curvature of a loss of a flat parameter vector: Hessian-vector products and extreme eigenvalues (Chapter 2).
+
+Generic over the model: a *loss function* here maps a batch of flat parameter vectors ``theta`` of shape
+``(E, P)`` to one loss per member, shape ``(E,)``, with members independent (member ``e``'s loss depends on
+``theta[e]`` only). Then the Hessian of ``Σ_e loss_e`` is block diagonal and one forward-over-reverse pass
+(``torch.func.jvp`` of ``torch.func.grad``) gives every member's Hessian-vector product at once.
+
+* :func:`hvp` — ``H_e v_e`` for all members, ``(E, P)``;
+* :func:`hessian` — dense ``(E, P, P)`` Hessians (small ``P``; the reference for validation);
+* :func:`lanczos` / :func:`extreme_eigenvalues` / :func:`top_eigenvalue` / :func:`spectral_norm` — a batched
+  Lanczos iteration with full reorthogonalisation, vectorised over the ensemble (torch, CPU or GPU);
+* :func:`eigsh` — the same quantities through ``scipy.sparse.linalg.eigsh`` on a ``LinearOperator``, one
+  member at a time (an independent reference);
+* :func:`flatten` / :func:`unflatten` / :func:`deepnet_loss_fn` — adapters for paper A's network
+  (:mod:`companion.deepnet`); other models (paper C) pass their own loss function.
+
+Validated in float64 against the dense Hessian to ``rtol = 1e-8`` (``tests/test_curvature.py``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from . import deepnet, validation
+
+LossFn = Callable[[Tensor], Tensor]  # (E, P) -> (E,)
+
+
+def _check_theta(theta: Tensor) -> Tensor:
+    return validation.tensor("theta", theta, ndim=2)
+
+
+def _loss_values(loss_fn: LossFn, theta: Tensor) -> Tensor:
+    out = loss_fn(theta)
+    if not isinstance(out, Tensor) or out.shape != theta.shape[:1]:
+        raise ValueError(f"loss_fn must map theta (E, P) to a loss of shape (E,) = ({theta.shape[0]},), "
+                         f"got {getattr(out, 'shape', type(out))}")
+    return out
+
+
+# --------------------------------------------------------------------------------------------- adapters
+def flatten(params: Sequence[Tensor]) -> Tensor:
+    """Concatenate parameter tensors ``(E, …)`` into flat vectors ``(E, P)`` (row-major, layer by layer)."""
+    if not isinstance(params, (list, tuple)) or not params:
+        raise ValueError("params must be a non-empty list of tensors with a leading ensemble axis")
+    E = params[0].shape[0]
+    if any(p.shape[0] != E for p in params):
+        raise ValueError("every parameter tensor needs the same leading ensemble size")
+    return torch.cat([p.reshape(E, -1) for p in params], dim=1)
+
+
+def unflatten(theta: Tensor, shapes: Sequence[Sequence[int]]) -> list[Tensor]:
+    """Inverse of :func:`flatten`: ``theta (E, P)`` into tensors ``(E, *shape)`` for each per-member ``shape``."""
+    sizes = [math.prod(s) for s in shapes]
+    if theta.ndim != 2 or theta.shape[1] != sum(sizes):
+        raise ValueError(f"theta must be (E, {sum(sizes)}) for shapes {list(map(tuple, shapes))}, got {tuple(theta.shape)}")
+    out, i = [], 0
+    for s, n in zip(shapes, sizes):
+        out.append(theta[:, i:i + n].reshape(theta.shape[0], *s))
+        i += n
+    return out
+
+
+def deepnet_loss_fn(params_like: Sequence[Tensor], X: Tensor, y: Tensor, act) -> LossFn:
+    """Paper A's loss ``𝓛`` as a function of flat parameters ``(E, P) -> (E,)`` for networks shaped like
+    ``params_like`` (a parameter list, :mod:`companion.deepnet`). Paper A, Lemma 4.5 (Chapter 2)."""
+    params_like = deepnet.check_params(params_like)
+    shapes = [tuple(p.shape[1:]) for p in params_like]
+    return lambda theta: deepnet.loss(unflatten(theta, shapes), X, y, act)
+
+
+# ------------------------------------------------------------------------------------------ HVP, dense
+def hvp(loss_fn: LossFn, theta: Tensor, v: Tensor) -> Tensor:
+    """Hessian-vector products ``∇²loss_e(θ_e) v_e`` for every member, forward-over-reverse
+    (``torch.func.jvp`` of ``torch.func.grad``). ``theta``, ``v``: ``(E, P)``; returns ``(E, P)``.
+
+    Used for the local smoothness of paper A's loss, Lemma 4.5 (Chapter 2).
+    """
+    _check_theta(theta)
+    validation.tensor("v", v, ndim=2)
+    if v.shape != theta.shape:
+        raise ValueError(f"v must have the shape of theta {tuple(theta.shape)}, got {tuple(v.shape)}")
+    _loss_values(loss_fn, theta.detach())
+    total = lambda th: loss_fn(th).sum()
+    return torch.func.jvp(torch.func.grad(total), (theta.detach(),), (v.to(theta),))[1].detach()
+
+
+def hessian(loss_fn: LossFn, theta: Tensor) -> Tensor:
+    """Dense Hessians ``(E, P, P)`` by ``P`` Hessian-vector products against the unit vectors (small ``P`` only).
+
+    The reference that :func:`lanczos` is validated against (Chapter 2).
+    """
+    _check_theta(theta)
+    E, P = theta.shape
+    cols = [hvp(loss_fn, theta, torch.zeros_like(theta).index_fill_(1, torch.tensor([k], device=theta.device), 1.0))
+            for k in range(P)]
+    H = torch.stack(cols, dim=2)
+    return 0.5 * (H + H.transpose(1, 2))
+
+
+# -------------------------------------------------------------------------------------------- Lanczos
+def lanczos(matvec: Callable[[Tensor], Tensor], E: int, P: int, steps: int, *, generator: torch.Generator | None = None,
+            device=None, dtype=torch.float64) -> Tensor:
+    """Batched Lanczos with full reorthogonalisation on ``E`` symmetric ``P×P`` operators at once.
+
+    ``matvec``: ``(E, P) -> (E, P)``, member ``e``'s operator applied to row ``e``. Runs ``k = min(steps, P)``
+    iterations; when a member's Krylov space is exhausted (``β ≈ 0``) it restarts with a fresh random vector
+    orthogonal to the previous ones (``β = 0`` in ``T``), so with ``k = P`` the Ritz values are all the
+    eigenvalues. Returns the Ritz values, ascending, ``(E, k)``.
+    """
+    validation.positive_int("E", E)
+    validation.positive_int("P", P)
+    validation.positive_int("steps", steps)
+    k = min(steps, P)
+    dev = torch.device(device) if device is not None else None
+    q = torch.randn(E, P, generator=generator, dtype=dtype, device=dev)
+    q = q / q.norm(dim=1, keepdim=True)
+    Q = torch.zeros(E, k, P, dtype=dtype, device=q.device)
+    alphas = torch.zeros(E, k, dtype=dtype, device=q.device)
+    betas = torch.zeros(E, max(k - 1, 0), dtype=dtype, device=q.device)
+    scale = torch.zeros(E, dtype=dtype, device=q.device)
+    for j in range(k):
+        Q[:, j] = q
+        w = matvec(q)
+        if w.shape != (E, P):
+            raise ValueError(f"matvec must return shape ({E}, {P}), got {tuple(w.shape)}")
+        alphas[:, j] = (w * q).sum(1)
+        scale = torch.maximum(scale, w.norm(dim=1))
+        basis = Q[:, : j + 1]
+        for _ in range(2):  # full reorthogonalisation, twice ("twice is enough")
+            w = w - torch.einsum("ejp,ej->ep", basis, torch.einsum("ejp,ep->ej", basis, w))
+        if j == k - 1:
+            break
+        beta = w.norm(dim=1)
+        dead = beta <= 1e-10 * scale.clamp_min(torch.finfo(dtype).tiny)
+        if bool(dead.any()):  # restart those members with a random vector orthogonal to their basis
+            r = torch.randn(E, P, generator=generator, dtype=dtype, device=q.device)
+            for _ in range(2):
+                r = r - torch.einsum("ejp,ej->ep", basis, torch.einsum("ejp,ep->ej", basis, r))
+            w = torch.where(dead[:, None], r, w)
+            beta = torch.where(dead, torch.zeros_like(beta), beta)
+        betas[:, j] = beta
+        q = w / w.norm(dim=1, keepdim=True)
+    T = torch.diag_embed(alphas) + torch.diag_embed(betas, 1) + torch.diag_embed(betas, -1)
+    return torch.linalg.eigvalsh(T)
+
+
+def extreme_eigenvalues(loss_fn: LossFn, theta: Tensor, steps: int = 60, *, seed: int = 0) -> tuple[Tensor, Tensor]:
+    """Smallest and largest Hessian eigenvalue of every member by batched Lanczos, each ``(E,)``.
+
+    Paper A, the local smoothness of Lemma 4.5 (Chapter 2).
+    """
+    _check_theta(theta)
+    E, P = theta.shape
+    gen = torch.Generator(device=theta.device).manual_seed(seed)
+    ritz = lanczos(lambda v: hvp(loss_fn, theta, v), E, P, steps, generator=gen, device=theta.device, dtype=theta.dtype)
+    return ritz[:, 0], ritz[:, -1]
+
+
+def top_eigenvalue(loss_fn: LossFn, theta: Tensor, steps: int = 60, *, seed: int = 0) -> Tensor:
+    """Largest (algebraic) Hessian eigenvalue ``λ_max(∇²loss_e)`` per member, ``(E,)``, by Lanczos. Chapter 2."""
+    return extreme_eigenvalues(loss_fn, theta, steps, seed=seed)[1]
+
+
+def spectral_norm(loss_fn: LossFn, theta: Tensor, steps: int = 60, *, seed: int = 0) -> Tensor:
+    """``‖∇²loss_e‖_op = max(|λ_min|, |λ_max|)`` per member, ``(E,)``: the local smoothness constant that
+    Lemma 4.5 bounds (paper A, Chapter 2)."""
+    lo, hi = extreme_eigenvalues(loss_fn, theta, steps, seed=seed)
+    return torch.maximum(lo.abs(), hi.abs())
+
+
+def eigsh(loss_fn: LossFn, theta: Tensor, which: str = "LA", k: int = 1, tol: float = 0.0) -> Tensor:
+    """Reference: ``scipy.sparse.linalg.eigsh`` on a ``LinearOperator`` wrapping :func:`hvp`, member by member.
+
+    ``which`` as in scipy (``'LA'`` largest algebraic, ``'SA'`` smallest, ``'LM'`` largest magnitude).
+    Returns ``(E, k)`` eigenvalues in scipy's order (ascending). Chapter 2 (validation of :func:`lanczos`).
+    """
+    from scipy.sparse.linalg import LinearOperator, eigsh as _eigsh
+
+    _check_theta(theta)
+    E, P = theta.shape
+    if not 1 <= k < P:
+        raise ValueError(f"eigsh needs 1 <= k < P = {P}, got k = {k}")
+    out = []
+    for e in range(E):
+        member = theta[e:e + 1]
+
+        def mv(x, member=member):
+            v = torch.as_tensor(np.asarray(x).reshape(1, P), dtype=theta.dtype, device=theta.device)
+            return hvp(loss_fn_member(loss_fn, theta, e), member, v)[0].cpu().numpy()
+
+        op = LinearOperator((P, P), matvec=mv, dtype=np.float64)
+        vals = _eigsh(op, k=k, which=which, tol=tol, v0=np.ones(P) / math.sqrt(P))
+        out.append(torch.as_tensor(np.sort(vals[0] if isinstance(vals, tuple) else vals), dtype=theta.dtype))
+    return torch.stack(out).to(theta.device)
+
+
+def loss_fn_member(loss_fn: LossFn, theta: Tensor, e: int) -> LossFn:
+    """Member ``e``'s loss as a function of a single flat vector ``(1, P) -> (1,)`` (the other members fixed at ``theta``)."""
+    def f(th: Tensor) -> Tensor:
+        full = torch.cat([theta[:e].detach(), th, theta[e + 1:].detach()], dim=0)
+        return loss_fn(full)[e:e + 1]
+    return f

@@ -72,7 +72,13 @@ def _sigmoid_d2(x: Tensor) -> Tensor:
 def _softplus(x: Tensor) -> Tensor:
     # log(1 + e^x) computed exactly; torch.nn.functional.softplus switches to the identity above x = 20,
     # which makes its autograd derivative exactly 1 there instead of sigmoid(x) = 1 - O(e^-20).
-    return torch.logaddexp(x, torch.zeros_like(x))
+    # Written as x⁺ + log1p(e^{-x⁺}) for x > 0 and log1p(e^{x⁻}) otherwise, with each branch fed only its own
+    # half-line (the "double where"), so every autograd derivative is finite: torch.logaddexp's double backward
+    # returns NaN for x ≲ -750 (Hessian-vector products of Chapter 2 hit this at large weights).
+    pos = x > 0
+    xp = torch.where(pos, x, torch.zeros_like(x))
+    xn = torch.where(pos, torch.zeros_like(x), x)
+    return torch.where(pos, xp + torch.log1p(torch.exp(-xp)), torch.log1p(torch.exp(xn)))
 
 
 def _tanh_d1(x: Tensor) -> Tensor:

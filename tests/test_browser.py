@@ -1,0 +1,101 @@
+"""The website in a real browser: every page of _toc.yml loaded in headless Chromium (tools/browser_check.py).
+
+Which site: the one the test suite already builds (``built_site`` in conftest.py: ``jupyter-book build -W`` with
+execution off, because nbval executes every chapter elsewhere in the suite). Building a second, executed site
+at quick scale would cost about as much as the whole nbval run again and break the ~10 minute budget, so here
+the executed-output checks (a figure in every chapter, no traceback) are vacuous for cell outputs; everything
+else (maths typeset offline, images, theorem boxes, launch/download buttons, no dead widgets, no JS error, no
+request leaving the site) is checked on every page. To check an *executed* site — the main job's
+``_build/html`` after ``make book`` — set ``COMPANION_BROWSER_SITE=_build/html`` (then every chapter must also
+show outputs and a figure), or run ``python tools/browser_check.py _build/html``.
+
+Screenshots (light and dark theme, full page) go to ``artifacts/screenshots/`` (gitignored; the CI artifact).
+Skipped, with the reason, when no Chromium binary is installed (``apt-get install chromium``).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import browser_check as bc  # noqa: E402
+
+SHOTS = ROOT / "artifacts" / "screenshots"
+PAGES = bc.toc_pages(ROOT)
+
+pytestmark = pytest.mark.skipif(bc.find_chromium() is None,
+                                reason="no Chromium found (apt-get install chromium): browser check skipped")
+
+
+@pytest.fixture(scope="module")
+def site(request):
+    """(html dir, executed?) — COMPANION_BROWSER_SITE if set, else the suite's own -W build."""
+    env = os.environ.get("COMPANION_BROWSER_SITE")
+    if env:
+        html = Path(env) if Path(env).is_absolute() else ROOT / env
+        assert (html / "index.html").exists() or (html / "book" / "index.html").exists(), f"no site at {html}"
+        return html, True
+    code, log, html = request.getfixturevalue("built_site")
+    assert code == 0, "the site did not build (see test_book_builds_with_warnings_as_errors):\n" + log[-2000:]
+    return html, False
+
+
+@pytest.fixture(scope="module")
+def results(site):
+    html, executed = site
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for old in SHOTS.glob("*.png"):
+        old.unlink()
+    lines = []
+    res = bc.check_site(html, SHOTS, PAGES, executed=executed, log=lines.append)
+    print("\n".join(lines))
+    return {r.name: r for r in res}
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_reads_well_in_the_browser(results, page):
+    res = results[page]
+    assert not res.problems, f"{page}:\n  - " + "\n  - ".join(res.problems)
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if bc.is_chapter(p, ROOT)])
+def test_chapter_page_has_maths_boxes_buttons_and_screenshots(results, page):
+    """Guards against a vacuous pass: the things the checks look at are really there."""
+    from PIL import Image
+    r = results[page].report
+    source = (ROOT / f"{page}.md").read_text()
+    if "$" in source:
+        assert r["mjx"] > 0, "the chapter has maths but the page has no typeset formula"
+    assert len(r["proofs"]) >= sum(bc.expected_proofs(page, ROOT).values()) >= 1
+    assert r["colab"] and r["downloads"]
+    light, dark = results[page].screenshots
+    assert r["dark_theme"] == "dark"
+    for shot in (light, dark):
+        im = Image.open(shot).convert("L")
+        lo, hi = im.getextrema()
+        assert im.size[0] == bc.WIDTH and hi - lo > 100, f"{shot.name} looks blank"
+
+
+# ----------------------------------------------------------------------- the checker itself can fail
+BAD_PAGE = """<!doctype html><html><head><title>bad</title></head><body><main>
+<p>Raw maths left: $$x^2$$ and <span class="math">\\(y\\)</span></p>
+<img src="missing.png">
+<div class="cell_output"><div class="output traceback">Traceback (most recent call last): ValueError</div></div>
+<div class="cell_output"><pre>VBox(children=(FloatSlider(value=0.1),))</pre></div>
+<script type="application/vnd.jupyter.widget-view+json">{"model_id": "abc"}</script>
+<script>undefinedFunction();</script>
+</main></body></html>"""
+
+
+def test_checker_flags_a_broken_page(tmp_path):
+    (tmp_path / "bad.html").write_text(BAD_PAGE)
+    (res,) = bc.check_site(tmp_path, tmp_path / "shots", ["bad"], executed=False, dark=False, root=tmp_path,
+                           log=lambda *_: None)
+    text = "\n".join(res.problems)
+    for expected in ("not typeset", "raw TeX", "images that did not load", "failed requests", "JavaScript exceptions",
+                     "traceback", "dead widget"):
+        assert expected in text, f"{expected!r} not flagged; problems were:\n{text}"

@@ -1,0 +1,454 @@
+"""Paper B's two-layer ReLU network on Gaussian data, batched over an ensemble (Chapters 8-11).
+
+Network ``x ↦ Vᵀ ReLU(W x)`` with ``W ∈ R^{k×d}`` and output weights ``v ∈ R^k`` (one output) or
+``V ∈ R^{k×r}`` (``r`` outputs, Chapter 11). Data ``x ~ N(0, I_d)``, targets ``y = A x`` with
+``A = aᵀ`` (one output, default ``a = e1``) or ``A ∈ R^{r×d}`` with orthonormal rows. Empirical loss
+(paper B, eq. (1))::
+
+    L(V, W) = (1/2n) Σ_i ‖Vᵀ ReLU(W x_i) − y_i‖².
+
+The paper writes the k = 2 network as ``v1 ReLU(w1ᵀx) − v2 ReLU(w2ᵀx)`` with ``v1, v2 > 0``; here the
+sign lives inside ``v`` (``v = [+|v1|, −|v2|]``), so its planted solution ``W* = [a, −a]ᵀ`` for the
+*effective weights* ``diag(|v|) W`` reads ``|v_i| w_i = sign(v_i) a`` (:func:`planted_error`).
+
+Shapes. Every parameter carries a leading ensemble axis ``E``: ``W (E, k, d)``, ``v (E, k)`` or
+``V (E, k, r)``. Data are shared by all members, ``X (n, d)`` and ``Y (n,)``/``(n, r)``, or drawn per
+member, ``X (E, n, d)`` and ``Y (E, n)``/``(E, n, r)``. The engine's parameter list is ``[W, v]``
+(trainable output weights) or ``[W]`` (output weights fixed), see :func:`make_loss_and_grad`.
+
+The gradients are explicit (ReLU mask reused in the backward pass, two GEMMs per step for shared data);
+:func:`loss_and_grad_autograd` is the reference they are tested against.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from . import validation
+from .device import resolve
+
+
+# ----------------------------------------------------------------------------------------------- data
+def unit_target(d: int, *, device=None, dtype=None) -> Tensor:
+    """The paper's target direction ``a = e1 ∈ R^d`` (Section 4), shape ``(d,)`` (Chapters 8-10)."""
+    validation.positive_int("d", d)
+    dev, dt = resolve(device, dtype)
+    a = torch.zeros(d, device=dev, dtype=dt)
+    a[0] = 1.0
+    return a
+
+
+def orthonormal_rows(r: int, d: int, *, generator: torch.Generator | None = None, device=None, dtype=None) -> Tensor:
+    """A random ``A ∈ R^{r×d}`` with orthonormal rows (``A Aᵀ = I_r``), the multi-output target of
+    Appendix E.1 (Chapter 11). QR of a Gaussian matrix, signs fixed so the law is Haar."""
+    validation.positive_int("r", r)
+    validation.positive_int("d", d)
+    if r > d:
+        raise ValueError(f"need r <= d for orthonormal rows, got r={r}, d={d}")
+    dev, dt = resolve(device, dtype)
+    g = torch.randn(d, r, generator=generator, device=dev, dtype=dt)
+    q, rr = torch.linalg.qr(g)
+    q = q * torch.sign(torch.diagonal(rr)).unsqueeze(0)
+    return q.T.contiguous()
+
+
+def gaussian_data(n: int, d: int, target: Tensor, *, ensemble: int | None = None,
+                  generator: torch.Generator | None = None, device=None, dtype=None) -> tuple[Tensor, Tensor]:
+    """``n`` samples ``x ~ N(0, I_d)`` with targets ``y = A x`` (paper B, Section 1.2; Chapters 8-11).
+
+    ``target``: ``a (d,)`` (single output, ``y (…, n)``) or ``A (r, d)`` (``y (…, n, r)``).
+    ``ensemble=None`` gives one shared data set ``X (n, d)``; ``ensemble=E`` gives independent data sets
+    per member, ``X (E, n, d)``.
+    """
+    validation.positive_int("n", n)
+    validation.positive_int("d", d)
+    validation.tensor("target", target, ndim=(1, 2))
+    if target.shape[-1] != d:
+        raise ValueError(f"target has {target.shape[-1]} columns but d = {d}")
+    dev, dt = resolve(device, dtype)
+    shape = (n, d) if ensemble is None else (validation.positive_int("ensemble", ensemble), n, d)
+    X = torch.randn(*shape, generator=generator, device=dev, dtype=dt)
+    A = target.to(device=dev, dtype=dt)
+    Y = X @ A if A.ndim == 1 else X @ A.T
+    return X, Y
+
+
+# ----------------------------------------------------------------------------------------------- init
+def xavier_init(k: int, d: int, ensemble: int, sigma: float, *, r: int | None = None,
+                generator: torch.Generator | None = None, device=None, dtype=None) -> tuple[Tensor, Tensor]:
+    """PyTorch's Xavier-normal initialisation times ``σ`` (paper B, Section 4; Chapters 9-11).
+
+    ``W_ij ~ N(0, σ² · 2/(k + d))``; the output layer ``nn.Linear(k, r)`` gets ``N(0, σ² · 2/(r + k))``
+    (``r = 1`` when ``r is None``). Returns ``W (E, k, d)`` and ``v (E, k)`` (``r is None``) or
+    ``V (E, k, r)``. The signs of ``v`` are i.i.d. fair coins: for k = 2 they agree with probability 1/2.
+    """
+    validation.positive_int("k", k)
+    validation.positive_int("d", d)
+    validation.positive_int("ensemble", ensemble)
+    validation.nonnegative("sigma", sigma)
+    rr = 1 if r is None else validation.positive_int("r", r)
+    dev, dt = resolve(device, dtype)
+    W = sigma * math.sqrt(2.0 / (k + d)) * torch.randn(ensemble, k, d, generator=generator, device=dev, dtype=dt)
+    shape = (ensemble, k) if r is None else (ensemble, k, rr)
+    V = sigma * math.sqrt(2.0 / (rr + k)) * torch.randn(*shape, generator=generator, device=dev, dtype=dt)
+    return W, V
+
+
+def gaussian_init(k: int, d: int, ensemble: int, sigma: float, *, generator: torch.Generator | None = None,
+                  device=None, dtype=None) -> tuple[Tensor, Tensor]:
+    """``w_i ~ N(0, σ²/d I_d)``, ``v_i ~ N(0, σ²/k)`` (Section 3's remark on large k; Chapter 9's k sweep).
+
+    Returns ``W (E, k, d)``, ``v (E, k)``.
+    """
+    validation.positive_int("k", k)
+    validation.positive_int("d", d)
+    validation.positive_int("ensemble", ensemble)
+    validation.nonnegative("sigma", sigma)
+    dev, dt = resolve(device, dtype)
+    W = sigma / math.sqrt(d) * torch.randn(ensemble, k, d, generator=generator, device=dev, dtype=dt)
+    v = sigma / math.sqrt(k) * torch.randn(ensemble, k, generator=generator, device=dev, dtype=dt)
+    return W, v
+
+
+def theorem2_init(d: int, ensemble: int, sigma: float, *, signs: Sequence[float] = (1.0, -1.0),
+                  generator: torch.Generator | None = None, device=None, dtype=None) -> tuple[Tensor, Tensor]:
+    """Theorem 2's initialisation (paper B, Section 3; Chapters 8-10).
+
+    ``w_i ~ N(0, σ²/d I_d)`` and ``v_i = s_i (σ/√d) ξ_i`` with ``ξ_i² ~ χ²_d`` (``ξ_i`` the norm of an
+    independent ``N(0, I_d)`` vector) and the sign pattern ``s = signs`` (default ``[+, −]``, the
+    paper's ``v1 ReLU(w1ᵀx) − v2 ReLU(w2ᵀx)``). So ``|v_i| ≈ σ ≈ ‖w_i‖``. Returns ``W (E, k, d)``, ``v (E, k)``
+    with ``k = len(signs)``.
+    """
+    validation.positive_int("d", d)
+    validation.positive_int("ensemble", ensemble)
+    validation.nonnegative("sigma", sigma)
+    s = [float(x) for x in signs]
+    if not s or any(x not in (1.0, -1.0) for x in s):
+        raise ValueError(f"signs must be a non-empty sequence of +1/-1, got {list(signs)!r}")
+    k = len(s)
+    dev, dt = resolve(device, dtype)
+    W = sigma / math.sqrt(d) * torch.randn(ensemble, k, d, generator=generator, device=dev, dtype=dt)
+    xi = torch.randn(ensemble, k, d, generator=generator, device=dev, dtype=dt).norm(dim=-1)   # ξ² ~ χ²_d
+    v = torch.tensor(s, device=dev, dtype=dt) * (sigma / math.sqrt(d)) * xi
+    return W, v
+
+
+# ------------------------------------------------------------------------------------- loss, gradient
+def _check(W: Tensor, V: Tensor, X: Tensor, Y: Tensor | None = None) -> None:
+    validation.tensor("W", W, ndim=3, finite=False)
+    validation.tensor("v", V, ndim=(2, 3), finite=False)
+    E, k, d = W.shape
+    if V.shape[:2] != (E, k):
+        raise ValueError(f"output weights have shape {tuple(V.shape)}, expected ({E}, {k}) or ({E}, {k}, r) for W {tuple(W.shape)}")
+    validation.tensor("X", X, ndim=(2, 3))
+    if X.shape[-1] != d:
+        raise ValueError(f"X has {X.shape[-1]} features but W expects d = {d}")
+    if X.ndim == 3 and X.shape[0] != E:
+        raise ValueError(f"X has ensemble size {X.shape[0]} but W has E = {E}")
+    if Y is not None:
+        validation.tensor("Y", Y)
+        n = X.shape[-2]
+        want = (n,) if V.ndim == 2 else (n, V.shape[2])
+        got = tuple(Y.shape[1:]) if Y.ndim == len(want) + 1 else tuple(Y.shape)
+        per_member_y = Y.ndim == len(want) + 1
+        if got != want or per_member_y != (X.ndim == 3) or (per_member_y and Y.shape[0] != E):
+            raise ValueError(f"Y has shape {tuple(Y.shape)}; expected {want} (shared data) or ({E}, *{want}) "
+                             f"with per-member X, for X {tuple(X.shape)} and output weights {tuple(V.shape)}")
+    validation.same_device(W=W, v=V, X=X)
+
+
+def _forward(W: Tensor, V: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
+    """Hidden activations ``H = ReLU(Z)`` and predictions in the engine's internal layout.
+
+    Shared ``X (n, d)``: ``H (n, k, E)`` (one GEMM against all ``k·E`` neurons at once, the ensemble axis
+    innermost so the sums over ``k`` vectorise over members), predictions ``(n, E)`` or ``(n, E, r)``.
+    Per-member ``X (E, n, d)``: ``H (E, n, k)`` (one bmm), predictions ``(E, n)`` or ``(E, n, r)``.
+    The ReLU is applied in place: the mask ``1{Z > 0}`` is recovered later as ``H > 0``.
+    """
+    E, k, d = W.shape
+    if X.ndim == 2:
+        Wk = W.transpose(0, 1).reshape(k * E, d)                                 # neuron-major copy, (k·E, d)
+        H = torch.mm(X, Wk.T).view(X.shape[0], k, E).clamp_min_(0)
+        if V.ndim == 2:
+            VT = V.T
+            P = H[:, 0] * VT[0]
+            for i in range(1, k):
+                P.addcmul_(H[:, i], VT[i])
+        else:
+            P = torch.einsum("nke,ekr->ner", H, V)
+    else:
+        H = torch.bmm(X, W.transpose(1, 2)).clamp_min_(0)                       # (E, n, k)
+        P = torch.bmm(H, V.unsqueeze(-1)).squeeze(-1) if V.ndim == 2 else torch.bmm(H, V)
+    return H, P
+
+
+def predict(W: Tensor, V: Tensor, X: Tensor) -> Tensor:
+    """Network outputs ``Vᵀ ReLU(W x_i)`` (paper B, Section 1.2; Chapter 8): ``(E, n)`` or ``(E, n, r)``."""
+    _check(W, V, X)
+    _, P = _forward(W, V, X)
+    return P.transpose(0, 1) if X.ndim == 2 else P
+
+
+def loss(W: Tensor, V: Tensor, X: Tensor, Y: Tensor) -> Tensor:
+    """Empirical loss ``(1/2n) Σ_i ‖Vᵀ ReLU(W x_i) − y_i‖²`` per member (paper B, eq. (1); Chapter 8), ``(E,)``."""
+    _check(W, V, X, Y)
+    return loss_and_grad(W, V, X, Y, need_grad=False)[0]
+
+
+def loss_and_grad(W: Tensor, V: Tensor, X: Tensor, Y: Tensor, *, train_v: bool = True,
+                  need_grad: bool = True) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """Empirical loss and its explicit gradients (paper B, eq. (1); Chapters 8-11). No input checks
+    (this is the hot path; :func:`make_loss_and_grad` validates once).
+
+    With ``R_i = Vᵀ ReLU(W x_i) − y_i`` and the mask ``D_i = diag(1{W x_i > 0})``::
+
+        ∇_V L = (1/n) Σ_i ReLU(W x_i) R_iᵀ,     ∇_W L = (1/n) Σ_i D_i V R_i x_iᵀ.
+
+    For one output, ``ReLU(z) = z·1{z > 0}`` gives both from one GEMM: with
+    ``M_j = (1/n) Σ_i 1{w_jᵀx_i > 0} R_i x_i``, ``∇_{w_j} L = v_j M_j`` and ``∂L/∂v_j = ⟨w_j, M_j⟩``.
+    Returns ``(loss (E,), grad_W (E, k, d), grad_V (E, k[, r]))``; ``grad_V`` is ``None`` when
+    ``train_v=False``; both grads are ``None`` when ``need_grad=False``.
+    """
+    E, k, d = W.shape
+    shared = X.ndim == 2
+    n = X.shape[-2]
+    H, P = _forward(W, V, X)
+    # residual R in the internal layout: (n, E[, r]) for shared data, (E, n[, r]) per member
+    R = P.sub_(Y.unsqueeze(1) if shared else Y)
+    sq = R * R if V.ndim == 2 else (R * R).sum(-1)
+    value = sq.sum(0 if shared else 1).div_(2 * n)
+    if not need_grad:
+        return value, None, None
+    if V.ndim == 2:
+        # M (E, k, d): masked residual-weighted data means, one GEMM / bmm
+        if shared:
+            G = torch.where(H > 0, R.unsqueeze(1), 0.0)                      # (n, k, E)
+            M = torch.mm(G.view(n, k * E).T, X).view(k, E, d).transpose(0, 1)
+        else:
+            G = torch.where(H > 0, R.unsqueeze(-1), 0.0)                     # (E, n, k)
+            M = torch.bmm(G.transpose(1, 2), X)
+        M = M.div_(n) if M.is_contiguous() else M.contiguous().div_(n)
+        gW = M * V.unsqueeze(-1)
+        gV = (M * W).sum(-1) if train_v else None
+        return value, gW, gV
+    if shared:                                          # r outputs, internal layout (n, k, E)
+        G = torch.where(H > 0, torch.einsum("ner,ekr->nke", R, V), 0.0)
+        gW = torch.mm(G.view(n, k * E).T, X).view(k, E, d).transpose(0, 1).contiguous().div_(n)
+        gV = torch.einsum("nke,ner->ekr", H, R).div_(n) if train_v else None
+    else:                                               # r outputs, internal layout (E, n, k)
+        G = torch.where(H > 0, torch.bmm(R, V.transpose(1, 2)), 0.0)
+        gW = torch.bmm(G.transpose(1, 2), X).div_(n)
+        gV = torch.bmm(H.transpose(1, 2), R).div_(n) if train_v else None
+    return value, gW, gV
+
+
+def make_loss_and_grad(X: Tensor, Y: Tensor, *, fixed_v: Tensor | None = None) -> Callable:
+    """Closure for :func:`companion.gd.run` (paper B's empirical GD; Chapters 8-11).
+
+    Trainable output weights (``fixed_v=None``): ``params = [W (E, k, d), v (E, k) or V (E, k, r)]`` and the
+    closure returns ``(loss (E,), [grad_W, grad_v])``. Fixed output weights: ``params = [W]`` and
+    ``fixed_v`` (``(E, k)``/``(E, k, r)``, or ``(k,)`` broadcast to every member) stays put;
+    the closure returns ``(loss, [grad_W])``. The data are validated once here; shapes are checked against
+    the parameters at the first call.
+    """
+    validation.tensor("X", X, ndim=(2, 3))
+    validation.tensor("Y", Y, ndim=(1, 2, 3))
+    if fixed_v is not None:
+        validation.tensor("fixed_v", fixed_v, ndim=(1, 2, 3))
+    checked = {}
+
+    def loss_and_grad_fn(params: Sequence[Tensor]):
+        if fixed_v is None:
+            if len(params) != 2:
+                raise ValueError("with trainable output weights params must be [W, v]")
+            W, V = params
+        else:
+            if len(params) != 1:
+                raise ValueError("with fixed output weights params must be [W]")
+            W = params[0]
+            V = checked.get("V")
+            if V is None:
+                V = fixed_v.unsqueeze(0).expand(W.shape[0], -1) if fixed_v.ndim == 1 else fixed_v
+                V = V.contiguous()
+                checked["V"] = V
+        if "shapes" not in checked or checked["shapes"] != (tuple(W.shape), tuple(V.shape)):
+            _check(W, V, X, Y)
+            checked["shapes"] = (tuple(W.shape), tuple(V.shape))
+        value, gW, gV = loss_and_grad(W, V, X, Y, train_v=fixed_v is None)
+        return (value, [gW, gV]) if fixed_v is None else (value, [gW])
+
+    return loss_and_grad_fn
+
+
+def loss_and_grad_autograd(W: Tensor, V: Tensor, X: Tensor, Y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Reference for :func:`loss_and_grad` by reverse-mode autograd through ``torch.relu`` (Chapter 8's
+    check; tests). Returns ``(loss (E,), grad_W, grad_V)``."""
+    _check(W, V, X, Y)
+    W = W.detach().clone().requires_grad_(True)
+    V = V.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        Xe = X.expand(W.shape[0], *X.shape) if X.ndim == 2 else X
+        H = torch.relu(Xe @ W.transpose(1, 2))                                   # (E, n, k)
+        P = H @ V.unsqueeze(-1) if V.ndim == 2 else H @ V
+        P = P.squeeze(-1) if V.ndim == 2 else P
+        Ye = Y.expand(W.shape[0], *Y.shape) if Y.ndim == P.ndim - 1 else Y
+        value = 0.5 * ((P - Ye) ** 2).reshape(W.shape[0], -1).sum(1) / X.shape[-2]
+        gW, gV = torch.autograd.grad(value.sum(), (W, V))
+    return value.detach(), gW, gV
+
+
+# -------------------------------------------------------------------------------------------- observers
+def _unit(a: Tensor) -> Tensor:
+    return a / a.norm()
+
+
+def angles(W: Tensor, a: Tensor) -> Tensor:
+    """Angle in ``[0, π]`` between each ``w_i`` and ``a`` (Chapter 8), ``(E, k)``; ``π/2`` at ``w_i = 0``."""
+    cos = (W @ _unit(a)) / W.norm(dim=-1).clamp_min(torch.finfo(W.dtype).tiny)
+    return torch.arccos(cos.clamp(-1.0, 1.0))
+
+
+def angles_to_target(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
+    """Angle θ_i between ``w_i`` and ``sign(v_i) a`` (its planted direction ±a; Lemma 4, Chapter 8), ``(E, k)``."""
+    th = angles(W, a)
+    return torch.where(v >= 0, th, math.pi - th)
+
+
+def neuron_norms(W: Tensor) -> Tensor:
+    """``‖w_i‖`` per neuron, ``(E, k)`` (Lemma 5, Chapter 8)."""
+    return W.norm(dim=-1)
+
+
+def imbalance(W: Tensor, v: Tensor) -> Tensor:
+    """Lemma 3's imbalance ``b_i = ‖w_i‖² − v_i²`` (``‖v_i‖²`` for vector outputs), ``(E, k)`` (Chapter 8)."""
+    vv = v * v if v.ndim == 2 else (v * v).sum(-1)
+    return (W * W).sum(-1) - vv
+
+
+def planted_error(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
+    """``‖diag(|v|) W − W*‖_F`` with ``W*_i = sign(v_i) a`` (Theorem 2's error; Chapters 8-10), ``(E,)``.
+
+    For k = 2 and signs ``[+, −]`` this is the paper's ``‖diag([v1, v2]) W − [a, −a]ᵀ‖``. Equivalently
+    ``‖diag(v) W − 1 aᵀ‖_F``: every neuron's contribution ``v_i w_i`` should equal ``a``.
+    """
+    return (v.unsqueeze(-1) * W - a).flatten(1).norm(dim=1)
+
+
+def grouped_sums(W: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    """Sums of ``|v_i| w_i`` over the neurons with ``v_i > 0`` and with ``v_i < 0`` (Section 4, Figure 2;
+    Chapter 11): ``(E, d)`` each; they should recover ``+a`` and ``−a``."""
+    vw = v.abs().unsqueeze(-1) * W
+    pos = (vw * (v > 0).unsqueeze(-1)).sum(1)
+    neg = (vw * (v < 0).unsqueeze(-1)).sum(1)
+    return pos, neg
+
+
+def make_observers(a: Tensor, *, fixed_v: Tensor | None = None) -> dict[str, Callable]:
+    """Observers for :func:`companion.gd.run` (Chapter 8): ``theta (E, k)`` (angle to ``sign(v_i) a``),
+    ``v (E, k)``, ``w_norm (E, k)``, ``imbalance (E, k)``, ``error (E,)`` (:func:`planted_error`).
+
+    Params are ``[W, v]``, or ``[W]`` with ``fixed_v``.
+    """
+    validation.tensor("a", a, ndim=1)
+
+    def vof(params):
+        return params[1] if fixed_v is None else fixed_v.expand(params[0].shape[0], *fixed_v.shape[-1:])
+
+    return {
+        "theta": lambda p, l, g: angles_to_target(p[0], vof(p), a),
+        "v": lambda p, l, g: vof(p).clone(),
+        "w_norm": lambda p, l, g: neuron_norms(p[0]),
+        "imbalance": lambda p, l, g: imbalance(p[0], vof(p)),
+        "error": lambda p, l, g: planted_error(p[0], vof(p), a),
+    }
+
+
+# ----------------------------------------------------------------------------------- pairing (r outputs)
+def pairing_error(W: Tensor, V: Tensor) -> tuple[Tensor, Tensor]:
+    """Appendix E.1's pairing ``W∞ ≈ [I_r, −I_r]ᵀ W``, ``V∞ ≈ [I_r, −I_r]ᵀ V`` (Chapter 11).
+
+    For each member, the best partition of the ``k = 2r`` neurons into ``r`` pairs ``(i, j)`` minimising
+    ``Σ_pairs ‖θ_i + θ_j‖²`` with ``θ_i = (w_i, v_i) ∈ R^{d+r}`` (an exact minimum-weight perfect
+    matching, networkx); the pairing error is ``(Σ_pairs ‖θ_i + θ_j‖² / Σ_i ‖θ_i‖²)^{1/2}``: 0 for an
+    exact pairing, about 1 for unrelated neurons. Returns ``(error (E,), pairs (E, r, 2) long)``.
+    CPU, Python loop over members (a post-processing step, not the training hot path).
+    """
+    import networkx as nx
+
+    validation.tensor("W", W, ndim=3)
+    validation.tensor("V", V, ndim=(2, 3))
+    E, k, _ = W.shape
+    if V.shape[:2] != (E, k) or k % 2:
+        raise ValueError(f"need W (E, 2r, d) and V (E, 2r[, r]); got {tuple(W.shape)}, {tuple(V.shape)}")
+    T = torch.cat([W, V.reshape(E, k, -1)], dim=-1).detach().cpu().double()
+    cost = ((T.unsqueeze(2) + T.unsqueeze(1)) ** 2).sum(-1).numpy()             # (E, k, k)
+    total = (T ** 2).sum((1, 2)).numpy()
+    errs, pairs = [], []
+    big = float(cost.max()) + 1.0
+    for e in range(E):
+        g = nx.Graph()
+        for i in range(k):
+            for j in range(i + 1, k):
+                g.add_edge(i, j, weight=big - cost[e, i, j])
+        m = nx.max_weight_matching(g, maxcardinality=True)
+        pe = sorted(tuple(sorted(p)) for p in m)
+        pairs.append(pe)
+        errs.append(math.sqrt(sum(cost[e, i, j] for i, j in pe) / max(total[e], 1e-300)))
+    return torch.tensor(errs, dtype=torch.float64), torch.tensor(pairs, dtype=torch.long)
+
+
+# ------------------------------------------------------------------------------ population GD, fast path
+def population_loss_and_grad(W: Tensor, V: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Population loss ``½ E‖Vᵀ ReLU(Wx) − A x‖²`` and its gradients via the Gram matrix of the neurons
+    (paper B, Appendix A.1-A.2; Section 4's population experiments, Chapters 9 and 11).
+
+    The same closed forms as :mod:`companion.population` (which is the reference, tested against it for one
+    output), written for the training loop: with ``S = V Vᵀ`` (``v vᵀ`` for one output), ``θ_ij`` the angle
+    between ``w_i`` and ``w_j`` and ``k(w_i, w_j) = ‖w_i‖‖w_j‖(sin θ + (π − θ) cos θ)/(2π)``::
+
+        L = ½ Σ_ij S_ij k(w_i, w_j) − ½ Σ_i V_iᵀ A w_i + ½ ‖A‖_F²,
+        ∇_{V_i} L = Σ_j k(w_i, w_j) V_j − A w_i / 2,
+        ∇_{w_i} L = (1/2π) [ŵ_i Σ_j S_ij ‖w_j‖ sin θ_ij + Σ_j S_ij (π − θ_ij) w_j] − Aᵀ V_i / 2,
+
+    i.e. two batched matmuls of size ``E·k²·d`` per step instead of an ``(E, k, k, d)`` tensor. Angles by
+    ``arccos`` (no autograd through it here). Neurons must be nonzero.
+    ``W (E, k, d)``, ``V (E, k)`` or ``(E, k, r)``, ``target a (d,)`` or ``A (r, d)`` →
+    ``(loss (E,), grad_W (E, k, d), grad_V like V)``.
+    """
+    single = V.ndim == 2
+    Vm = V.unsqueeze(-1) if single else V                                   # (E, k, r)
+    A = target.unsqueeze(0) if target.ndim == 1 else target                 # (r, d)
+    nrm = W.norm(dim=-1)                                                    # (E, k)
+    U = W / nrm.unsqueeze(-1)
+    cos = torch.bmm(U, U.transpose(1, 2)).clamp_(-1.0, 1.0)
+    th = torch.arccos(cos)
+    sin = torch.sin(th)
+    nn_ = nrm.unsqueeze(-1) * nrm.unsqueeze(-2)
+    K = nn_ * (sin + (math.pi - th) * cos) / (2 * math.pi)                 # (E, k, k)
+    S = torch.bmm(Vm, Vm.transpose(1, 2))                                   # (E, k, k)
+    AW = torch.einsum("rd,ekd->ekr", A, W)                                  # A w_i, (E, k, r)
+    value = 0.5 * (S * K).sum((1, 2)) - 0.5 * (Vm * AW).sum((1, 2)) + 0.5 * (A * A).sum()
+    gV = torch.bmm(K, Vm) - 0.5 * AW
+    radial = (S * sin * nrm.unsqueeze(-2)).sum(-1, keepdim=True)           # Σ_j S_ij ‖w_j‖ sin θ_ij
+    gW = (U * radial + torch.bmm(S * (math.pi - th), W)) / (2 * math.pi) - 0.5 * torch.einsum("ekr,rd->ekd", Vm, A)
+    return value, gW, (gV.squeeze(-1) if single else gV)
+
+
+def make_population_loss_and_grad(target: Tensor) -> Callable:
+    """Closure for :func:`companion.gd.run` on the population loss (Section 4; Chapters 9, 11):
+    ``params = [W (E, k, d), v (E, k) or V (E, k, r)] → (loss (E,), [grad_W, grad_V])``."""
+    validation.tensor("target", target, ndim=(1, 2))
+
+    def fn(params: Sequence[Tensor]):
+        if len(params) != 2:
+            raise ValueError("params must be [W, v]")
+        W, V = params
+        if W.ndim != 3 or V.shape[:2] != W.shape[:2] or W.shape[-1] != target.shape[-1]:
+            raise ValueError(f"W {tuple(W.shape)}, V {tuple(V.shape)} and target {tuple(target.shape)} do not match")
+        value, gW, gV = population_loss_and_grad(W, V, target)
+        return value, [gW, gV]
+
+    return fn

@@ -283,10 +283,13 @@ def load_page(dt: DevTools, url: str, dark: bool, timeout: float = 60.0) -> tupl
     mode = "dark" if dark else "light"  # pydata-sphinx-theme: an explicit choice wins over the OS preference
     _evaluate(dt, session, f"document.documentElement.dataset.theme = '{mode}'; "
                            f"document.documentElement.dataset.mode = '{mode}'; true")
-    _evaluate(dt, session, "(async () => { if (window.MathJax && MathJax.startup && MathJax.startup.promise) "
-                           "{ await MathJax.startup.promise; } return true; })()", timeout)
+    mj_error = _evaluate(dt, session, "(async () => { if (window.MathJax && MathJax.startup && MathJax.startup.promise) "
+                                      "{ try { await MathJax.startup.promise; } catch (e) { return String(e); } } "
+                                      "return ''; })()", timeout)
     time.sleep(0.3)  # late image/font requests
     _drain(dt, events)
+    if mj_error:
+        events.append({"method": "companion.mathjaxError", "sessionId": session, "params": {"error": mj_error}})
     return target, session, events
 
 
@@ -314,6 +317,8 @@ def _network_problems(events: list, session: str, origin: str):
         elif m == "Network.responseReceived" and p["response"]["status"] >= 400 \
                 and not p["response"]["url"].endswith("/favicon.ico"):  # asked for by the browser, not the page
             failed.append(f"{p['response']['url']}: HTTP {p['response']['status']}")
+        elif m == "companion.mathjaxError":
+            exceptions.append(f"MathJax failed: {p['error'][:300]}")
         elif m == "Runtime.exceptionThrown":
             d = p["exceptionDetails"]
             exceptions.append(d.get("exception", {}).get("description", d.get("text", "?"))[:300])

@@ -17,10 +17,10 @@ $(STAMP): requirements.txt pyproject.toml
 venv: $(STAMP)
 
 book: venv  ## the website at paper scale, in _build/html
-	COMPANION_SCALE=$${COMPANION_SCALE:-paper} COMPANION_PROGRESS=0 $(BIN)/jupyter-book build . -W --keep-going
+	COMPANION_SCALE=$${COMPANION_SCALE:-paper} COMPANION_PROGRESS=0 COMPANION_WIDGETS=static $(BIN)/jupyter-book build . -W --keep-going
 
 test: venv  ## everything, at quick scale
-	COMPANION_SCALE=quick COMPANION_PROGRESS=0 $(BIN)/python -m pytest
+	COMPANION_SCALE=quick COMPANION_PROGRESS=0 COMPANION_WIDGETS=static $(BIN)/python -m pytest
 
 bench: venv  ## performance ratios (see benchmarks/README.md)
 	$(BIN)/python benchmarks/run.py

@@ -29,6 +29,8 @@ FORBIDDEN_FLAGS = {"-U", "--upgrade", "--force-reinstall", "--ignore-installed",
 
 
 def _code_cells(md: Path) -> list[dict]:
+    if not md.with_suffix(".ipynb").exists():
+        pytest.fail(f"{md.name}: paired notebook missing (run python tools/chapters.py sync)")
     nb = json.loads(md.with_suffix(".ipynb").read_text())
     return [c for c in nb["cells"] if c["cell_type"] == "code"]
 
@@ -100,3 +102,23 @@ def test_colab_defaults_to_paper_scale_and_prints_the_device(md, monkeypatch):
     code = "\n".join(_source(c) for c in _code_cells(md))
     assert "device.describe()" in code, f"{md.name}: the chapter should print the device it runs on"
     assert "scale.select(" in code, f"{md.name}: the configuration should come from scale.select (paper by default)"
+
+
+@pytest.mark.slow
+def test_install_cell_in_a_fresh_colab_like_environment():
+    """tools/colab_sim.py: a fresh venv with Colab's preinstalled stack (torch, numpy, ipykernel, …) and no
+    companion; the first chapter's install cell, run in a kernel with google.colab present, pip-installs companion
+    from git (this repository's HEAD standing in for GitHub), keeps torch, and the same kernel then imports it.
+    About 15-25 s; ``python tools/colab_sim.py`` runs a whole chapter this way."""
+    import shutil
+    if shutil.which("git") is None or not (ROOT / ".git").exists() or not (ROOT / ".venv").exists():
+        pytest.skip("needs git, a git checkout and the project's .venv")
+    import colab_sim
+    first = ROOT / "book" / "paper_a" / "01_setup.ipynb"  # the model chapter; any chapter's install cell is the same
+    res = colab_sim.simulate(first, install_only=True, log=lambda *_: None)
+    assert res["error"] is None, res["error"]
+    assert res["installed_into_env"], f"companion was not installed into the fresh environment: {res['companion_file']}"
+    assert '"vcs": "git"' in res["direct_url"], res["direct_url"]
+    assert not res["torch_in_env"] and res["torch_after"] == res["torch_before"], "the install cell touched torch"
+    probe = res["cells"][-1]["stream"]
+    assert "site-packages/companion/__init__.py" in probe and "device=" in probe, probe

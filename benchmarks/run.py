@@ -1,0 +1,340 @@
+"""Performance ratios of the companion, measured in one run on one machine (``make bench``).
+
+Sections (see benchmarks/README.md for how to read the output):
+
+1. ``engine``  — the batched engine (:func:`companion.gd.run` with :func:`companion.relunet.make_loss_and_grad`)
+   against the peer a reader would write: a Python loop over seeds, each an ``nn.Module`` trained with
+   ``torch.optim.SGD``, on paper B's k = 2 workload (d = 100, n = 2000, 512 seeds, float64, μ = 0.1,
+   Xavier × σ initialisation as in Chapter 9). The peer runs a subset of the seeds for the full number of
+   steps and is extrapolated linearly to all seeds (it is a loop: its cost per seed does not depend on the
+   seed); the trained parameters of that subset are compared with the engine's to show both did the same
+   computation. Also the engine's achieved matmul FLOP rate against this machine's dense GEMM rate,
+   measured in the same run.
+2. ``formulations`` — alternative layouts of the hot path (benchmarks/formulations.py), timed interleaved
+   with the dense GEMM, as a fraction of the GEMM rate, with their agreement to relunet's output.
+3. ``hessian`` — the top Hessian eigenvalue of paper A's network by Lanczos on Hessian-vector products
+   (:func:`companion.curvature.top_eigenvalue`) against the dense Hessian (torch.func forward-over-reverse
+   over all unit vectors, i.e. ``torch.func.hessian``'s computation, run in chunks to fit memory) followed by
+   ``torch.linalg.eigvalsh``: time ratio and relative agreement.
+
+Every number printed next to a target is a ratio of two times (or rates) measured in this run. Times of
+single operations are the minimum over repetitions, with the competing operations interleaved so that a
+change of machine load hits both sides. The load average is printed at start and end: on a shared
+machine the ratios move, so rerun on an idle one before comparing with the targets.
+
+Usage: ``python benchmarks/run.py [--quick] [--device cuda] [--sections engine,formulations,hessian]
+[--json out.json]``; ``--help`` lists the sizes that can be changed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import formulations  # noqa: E402  (benchmarks/formulations.py)
+
+from companion import curvature, deepnet, gd, relunet  # noqa: E402
+from companion import device as cdevice  # noqa: E402
+
+TARGETS = {"engine_vs_peer": 50.0, "flop_fraction": 0.60, "lanczos_vs_dense": 100.0, "lanczos_agreement": 1e-8}
+
+
+# ------------------------------------------------------------------------------------------ timing
+def _sync(dev: torch.device) -> Callable[[], None]:
+    return (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
+
+
+def interleaved(fns: dict[str, Callable[[], object]], reps: int, dev: torch.device) -> dict[str, list[float]]:
+    """Run every function once per round, ``reps`` rounds, after one warm-up round; seconds per call."""
+    sync = _sync(dev)
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for rnd in range(reps + 1):
+        for name, fn in fns.items():
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            if rnd:
+                times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def timed(fn: Callable[[], object], dev: torch.device) -> tuple[float, object]:
+    sync = _sync(dev)
+    sync()
+    t0 = time.perf_counter()
+    out = fn()
+    sync()
+    return time.perf_counter() - t0, out
+
+
+def gemm_cases(dev: torch.device, dtype: torch.dtype) -> dict[str, tuple[Callable[[], object], int]]:
+    """Square dense GEMMs ``C = A B`` with preallocated output: name -> (call, FLOPs)."""
+    sizes = (512, 1024, 2048) if dev.type == "cpu" else (4096, 8192)
+    g = torch.Generator(device=dev).manual_seed(0)
+    cases = {}
+    for s in sizes:
+        a = torch.randn(s, s, generator=g, device=dev, dtype=dtype)
+        b = torch.randn(s, s, generator=g, device=dev, dtype=dtype)
+        c = torch.empty(s, s, device=dev, dtype=dtype)
+        cases[f"gemm{s}"] = ((lambda a=a, b=b, c=c: torch.mm(a, b, out=c)), 2 * s ** 3)
+    return cases
+
+
+def gemm_peak(dev: torch.device, dtype: torch.dtype, reps: int) -> tuple[float, str]:
+    """This machine's dense GEMM rate (FLOP/s): the best over a few square sizes of the fastest repetition."""
+    cases = gemm_cases(dev, dtype)
+    times = interleaved({k: f for k, (f, _) in cases.items()}, reps, dev)
+    rates = {k: cases[k][1] / min(times[k]) for k in cases}
+    best = max(rates, key=rates.get)
+    return rates[best], best
+
+
+# ------------------------------------------------------------------------------------------ the peer
+class PeerNet(nn.Module):
+    """Paper B's network as a reader writes it: ``x ↦ vᵀ ReLU(W x)`` with two bias-free ``nn.Linear``."""
+
+    def __init__(self, d: int, k: int):
+        super().__init__()
+        self.hidden = nn.Linear(d, k, bias=False)
+        self.out = nn.Linear(k, 1, bias=False)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.hidden(x))).squeeze(-1)
+
+
+def train_peer(W0, v0, X, y, steps: int, lr: float):
+    """One seed, the textbook loop: ``zero_grad``, forward, ``(1/2n)Σ(f − y)²``, ``backward``, ``SGD.step``.
+
+    ``W0 (k, d)``, ``v0 (k,)``; returns the trained ``(W, v)``."""
+    net = PeerNet(W0.shape[1], W0.shape[0]).to(device=X.device, dtype=X.dtype)
+    with torch.no_grad():
+        net.hidden.weight.copy_(W0)
+        net.out.weight.copy_(v0.unsqueeze(0))
+    opt = torch.optim.SGD(net.parameters(), lr=lr)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = 0.5 * ((net(X) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+    return net.hidden.weight.detach(), net.out.weight.detach()[0]
+
+
+# ------------------------------------------------------------------------------------------ sections
+def workload(args, dev: torch.device, dtype: torch.dtype):
+    """Paper B's k = 2 workload of Chapter 9: shared Gaussian data, a = e1, Xavier-normal × σ init."""
+    g = cdevice.generator(args.seed, dev)
+    a = relunet.unit_target(args.d, device=dev, dtype=dtype)
+    X, y = relunet.gaussian_data(args.n, args.d, a, generator=g, device=dev, dtype=dtype)
+    W, v = relunet.xavier_init(args.k, args.d, args.seeds, args.sigma, generator=g, device=dev, dtype=dtype)
+    return X, y, W, v
+
+
+def section_engine(args, dev, dtype, out: dict) -> None:
+    X, y, W, v = workload(args, dev, dtype)
+    E, k, d, n, T = args.seeds, args.k, args.d, args.n, args.steps
+    lg = relunet.make_loss_and_grad(X, y)
+    print(f"\n## 1. Engine vs the peer loop — paper B, k = {k}, d = {d}, n = {n}, {E} seeds, {T} steps, "
+          f"{str(dtype).replace('torch.', '')}, μ = {args.lr}, σ = {args.sigma:g}")
+    gd.run(lg, [W, v], 3, args.lr, progress=False)                                   # warm-up
+    peak_before, which_before = gemm_peak(dev, dtype, args.reps)
+    t_engine, res = timed(lambda: gd.run(lg, [W, v], T, args.lr, progress=False), dev)
+    peak_after, which_after = gemm_peak(dev, dtype, args.reps)
+    peak = max(peak_before, peak_after)
+
+    S = min(args.peer_seeds, E)
+    train_peer(W[0], v[0], X, y, 3, args.lr)                                          # warm-up
+    t_peer_subset, peer = timed(lambda: [train_peer(W[e], v[e], X, y, T, args.lr) for e in range(S)], dev)
+    t_peer = t_peer_subset / S * E
+    scale = torch.cat([res.params[0][:S].flatten(1), res.params[1][:S]], 1).abs().amax(1)
+    diff = torch.stack([torch.cat([(pw - res.params[0][e]).flatten(), pv - res.params[1][e]]).abs().max()
+                        for e, (pw, pv) in enumerate(peer)]) / scale
+    agree = float(diff.max())
+
+    flops = formulations.matmul_flops(n, d, k, E) * (T + 1)                          # T + 1 gradient evaluations
+    rate = flops / t_engine
+    # the hot path alone, interleaved with the best dense GEMM (the most load-robust of these ratios)
+    gcases = gemm_cases(dev, dtype)
+    gname = which_after if which_after in gcases else next(iter(gcases))
+    params = [W.clone(), v.clone()]
+    times = interleaved({"closure": lambda: lg(params), "gemm": gcases[gname][0]}, args.reps, dev)
+    closure_rate = formulations.matmul_flops(n, d, k, E) / min(times["closure"])
+    closure_peak = gcases[gname][1] / min(times["gemm"])
+    per_member_step_peer = t_peer_subset / (S * T)
+    ceiling = per_member_step_peer / (formulations.matmul_flops(n, d, k, 1) / peak)
+    speedup = t_peer / t_engine
+    rows = [
+        ("engine speed-up over the peer loop (peer extrapolated from "
+         f"{S} of {E} seeds)", f"{speedup:.1f}x", f">= {TARGETS['engine_vs_peer']:.0f}x", speedup >= TARGETS["engine_vs_peer"]),
+        ("  ceiling: peer time / (matmul FLOPs at the dense GEMM rate)", f"{ceiling:.1f}x", "", None),
+        ("engine matmul FLOP rate / dense GEMM rate (whole gd.run)", f"{rate / peak:.0%}",
+         f">= {TARGETS['flop_fraction']:.0%}", rate / peak >= TARGETS["flop_fraction"]),
+        ("  hot path alone (loss_and_grad) / GEMM, interleaved", f"{closure_rate / closure_peak:.0%}", "", None),
+        ("  engine bookkeeping share of gd.run time",
+         f"{max(0.0, 1 - (T + 1) * min(times['closure']) / t_engine):.0%}", "", None),
+        ("peer vs engine: max relative difference of trained parameters", f"{agree:.1e}", "same computation", agree < 1e-6),
+    ]
+    _table(rows)
+    print(f"   dense {str(dtype).replace('torch.', '')} GEMM rate {peak / 1e9:.1f} GFLOP/s ({which_before}/{which_after}, "
+          f"before/after {peak_before / 1e9:.1f}/{peak_after / 1e9:.1f}); engine {rate / 1e9:.1f} GFLOP/s; "
+          f"peer {formulations.matmul_flops(n, d, k, 1) / per_member_step_peer / 1e9:.2f} GFLOP/s")
+    print(f"   FLOPs counted: forward Z = W Xᵀ and backward M = (mask ⊙ R) X, 4·n·d·k·E = "
+          f"{formulations.matmul_flops(n, d, k, E) / 1e6:.0f} MFLOP per step; elementwise work not counted")
+    out["engine"] = {"speedup": speedup, "ceiling": ceiling, "flop_fraction": rate / peak,
+                     "closure_flop_fraction": closure_rate / closure_peak, "peer_agreement": agree,
+                     "peak_gflops": peak / 1e9, "engine_gflops": rate / 1e9, "engine_s": t_engine,
+                     "peer_extrapolated_s": t_peer, "peer_seeds_run": S,
+                     "final_loss_median": float(res.history["loss"][-1].nanmedian()),
+                     "diverged": int(res.diverged.sum())}
+
+
+def section_formulations(args, dev, dtype, out: dict) -> None:
+    X, y, W, v = workload(args, dev, dtype)
+    W = W * 1e7 / args.sigma if args.sigma < 1e-6 else W                              # a generic point (masks mixed)
+    v = v * 1e7 / args.sigma if args.sigma < 1e-6 else v
+    E, k, d, n = args.seeds, args.k, args.d, args.n
+    print(f"\n## 2. Formulations of the hot path (one loss-and-gradient call, {E} members; "
+          f"% of the dense GEMM rate of the same dtype, interleaved)")
+    ref = relunet.loss_and_grad(W, v, X, y)
+    cands: dict[str, tuple[Callable[[], object], torch.dtype]] = {
+        "relunet.loss_and_grad (in use)": ((lambda: relunet.loss_and_grad(W, v, X, y)), dtype)}
+    for name, fn in formulations.FORMULATIONS.items():
+        cands[name] = ((lambda fn=fn: fn(W, v, X, y)), dtype)
+    lo = torch.float32
+    W32, v32, X32, y32 = (t.to(lo) for t in (W, v, X, y))
+    cands["ekn_sign float32"] = ((lambda: formulations.ekn_sign(W32, v32, X32, y32)), lo)
+    cands["relunet.loss_and_grad float32"] = ((lambda: relunet.loss_and_grad(W32, v32, X32, y32)), lo)
+    g64, g32 = gemm_cases(dev, dtype), gemm_cases(dev, lo)
+    gname = "gemm1024" if "gemm1024" in g64 else next(iter(g64))
+    fns = {k_: f for k_, (f, _) in cands.items()}
+    fns["GEMM " + str(dtype)] = g64[gname][0]
+    fns["GEMM float32"] = g32[gname][0]
+    times = interleaved(fns, args.reps, dev)
+    peaks = {dtype: g64[gname][1] / min(times["GEMM " + str(dtype)]), lo: g32[gname][1] / min(times["GEMM float32"])}
+    F = formulations.matmul_flops(n, d, k, E)
+    base = min(times["relunet.loss_and_grad (in use)"])
+    rows, res = [], {}
+    for name, (fn, dt) in cands.items():
+        o = fn()
+        err = max(float((a.double() - b.double()).abs().max() / b.abs().max()) for a, b in zip(o, ref))
+        frac = F / min(times[name]) / peaks[dt]
+        rows.append((f"{name}", f"{frac:.0%}", f"{base / min(times[name]):.2f}x vs in use; rel. err {err:.0e}", None))
+        res[name] = {"gemm_fraction": frac, "speed_vs_in_use": base / min(times[name]), "rel_err": err}
+    _table(rows, head=("formulation", "% of GEMM", "notes", ""))
+    print(f"   GEMM rates: {peaks[dtype] / 1e9:.1f} GFLOP/s ({str(dtype).replace('torch.', '')}), "
+          f"{peaks[lo] / 1e9:.1f} GFLOP/s (float32), {gname}")
+    out["formulations"] = res
+
+
+def section_hessian(args, dev, dtype, out: dict) -> None:
+    h = args.hessian_width
+    widths = [args.hessian_d, h, h, 1]
+    g = cdevice.generator(args.seed, dev)
+    params = deepnet.init_params(widths, 1, generator=g, device=dev, dtype=dtype)
+    X = deepnet.ball_data(args.hessian_n, args.hessian_d, generator=g, device=dev, dtype=dtype)
+    y = torch.randn(args.hessian_n, generator=g, device=dev, dtype=dtype)
+    f = curvature.deepnet_loss_fn(params, X, y, "tanh")
+    theta = curvature.flatten(params)
+    P = theta.shape[1]
+    print(f"\n## 3. Top Hessian eigenvalue: Lanczos on HVPs vs dense Hessian + eigvalsh — paper A's net "
+          f"{widths}, tanh, n = {args.hessian_n}, P = {P} parameters, float64")
+    curvature.top_eigenvalue(f, theta, steps=3)                                       # warm-up
+    t_lan, lam = timed(lambda: curvature.top_eigenvalue(f, theta, steps=args.lanczos_steps), dev)
+    lam = float(lam[0])
+
+    single = lambda th: f(th.unsqueeze(0))[0]                                         # noqa: E731
+    hv = lambda u: torch.func.jvp(torch.func.grad(single), (theta[0],), (u,))[1]     # noqa: E731
+
+    def dense() -> float:
+        H = torch.empty(P, P, device=dev, dtype=dtype)
+        c = args.hessian_chunk
+        for i in range(0, P, c):
+            m = min(c, P - i)
+            basis = torch.zeros(m, P, device=dev, dtype=dtype)
+            basis[torch.arange(m, device=dev), torch.arange(i, i + m, device=dev)] = 1.0
+            H[i:i + m] = torch.func.vmap(hv)(basis)
+        H = H.add_(H.T.clone()).mul_(0.5)
+        return float(torch.linalg.eigvalsh(H)[-1])
+
+    t_dense, lam_dense = timed(dense, dev)
+    ratio, rel = t_dense / t_lan, abs(lam - lam_dense) / abs(lam_dense)
+    _table([("dense time / Lanczos time", f"{ratio:.0f}x", f">= {TARGETS['lanczos_vs_dense']:.0f}x",
+             ratio >= TARGETS["lanczos_vs_dense"]),
+            ("|λ_Lanczos − λ_dense| / |λ_dense|", f"{rel:.1e}", f"<= {TARGETS['lanczos_agreement']:.0e}",
+             rel <= TARGETS["lanczos_agreement"])])
+    print(f"   λ_max = {lam_dense:.12g}; Lanczos {args.lanczos_steps} steps (full reorthogonalisation)")
+    out["hessian"] = {"P": P, "ratio": ratio, "rel_err": rel, "lambda_dense": lam_dense, "lambda_lanczos": lam}
+
+
+# ------------------------------------------------------------------------------------------ output
+def _table(rows, head=("measure", "ratio", "target", "")) -> None:
+    w0 = max(len(head[0]), *(len(r[0]) for r in rows))
+    w1 = max(len(head[1]), *(len(r[1]) for r in rows))
+    w2 = max(len(head[2]), *(len(r[2]) for r in rows))
+    print(f"   {head[0]:<{w0}}  {head[1]:>{w1}}  {head[2]:<{w2}}")
+    for name, val, target, ok in rows:
+        verdict = "" if ok is None else ("MET" if ok else "MISSED")
+        print(f"   {name:<{w0}}  {val:>{w1}}  {target:<{w2}}  {verdict}")
+
+
+def parse(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="small sizes: a smoke run of every section (~1 min)")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: companion's policy, CUDA when available)")
+    p.add_argument("--sections", default="engine,formulations,hessian")
+    p.add_argument("--json", default=None, help="also write the measured numbers to this JSON file")
+    p.add_argument("--seeds", type=int, default=512)
+    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--d", type=int, default=100)
+    p.add_argument("--n", type=int, default=2000)
+    p.add_argument("--k", type=int, default=2)
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--sigma", type=float, default=1e-8)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--peer-seeds", type=int, default=8, help="seeds the peer loop runs (then extrapolated)")
+    p.add_argument("--reps", type=int, default=15, help="repetitions of each interleaved timing")
+    p.add_argument("--hessian-width", type=int, default=100, help="hidden width h: P = 100h + h² + h (h=100: 20,100)")
+    p.add_argument("--hessian-d", type=int, default=100)
+    p.add_argument("--hessian-n", type=int, default=200)
+    p.add_argument("--hessian-chunk", type=int, default=512, help="unit vectors per vmap chunk of the dense Hessian")
+    p.add_argument("--lanczos-steps", type=int, default=60)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.steps, args.peer_seeds, args.reps = min(args.steps, 100), min(args.peer_seeds, 2), min(args.reps, 5)
+        args.hessian_width = min(args.hessian_width, 30)
+    return args
+
+
+def main(argv=None) -> dict:
+    args = parse(argv)
+    dev, dtype = cdevice.resolve(args.device, torch.float64)
+    out: dict = {"args": vars(args), "device": str(dev), "torch": torch.__version__, "threads": torch.get_num_threads()}
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else (platform.processor() or platform.machine())
+    load0 = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
+    print(f"# companion benchmarks — device {dev} ({name}), torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads, {os.cpu_count()} CPUs; load average at start {load0[0]:.2f}"
+          + (" (QUICK smoke sizes: not the benchmark)" if args.quick else ""))
+    t0 = time.perf_counter()
+    for sec in [s.strip() for s in args.sections.split(",") if s.strip()]:
+        {"engine": section_engine, "formulations": section_formulations, "hessian": section_hessian}[sec](args, dev, dtype, out)
+    load1 = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
+    print(f"\nload average at end {load1[0]:.2f} (1 min), {load1[1]:.2f} (5 min) on {os.cpu_count()} CPUs; "
+          f"total {time.perf_counter() - t0:.0f} s")
+    out["load"] = [load0[0], load1[0], load1[1]]
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    main()

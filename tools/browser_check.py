@@ -438,15 +438,17 @@ def check_site(html_dir: Path, out_dir: Path | None, pages: list[str] | None = N
                 shot = Path(out_dir) / f"{name.replace('/', '__')}.png"
                 screenshot(dt, session, shot, res.report["height"])
                 res.screenshots.append(shot)
-            dt.call("Target.closeTarget", targetId=target)
-            if dark and out_dir is not None:
-                target2, s2, _ = load_page(dt, res.url, dark=True)
-                h = _evaluate(dt, s2, "document.documentElement.scrollHeight")
+            if dark and out_dir is not None:  # the same page switched to the dark theme (no second load)
+                dt.call("Emulation.setEmulatedMedia", session, features=[{"name": "prefers-color-scheme", "value": "dark"}])
+                _evaluate(dt, session, "document.documentElement.dataset.theme = 'dark'; "
+                                       "document.documentElement.dataset.mode = 'dark'; "
+                                       "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+                h = _evaluate(dt, session, "document.documentElement.scrollHeight")
                 shot = Path(out_dir) / f"{name.replace('/', '__')}.dark.png"
-                screenshot(dt, s2, shot, h)
+                screenshot(dt, session, shot, h)
                 res.screenshots.append(shot)
-                res.report["dark_theme"] = _evaluate(dt, s2, "document.documentElement.dataset.theme")
-                dt.call("Target.closeTarget", targetId=target2)
+                res.report["dark_theme"] = _evaluate(dt, session, "document.documentElement.dataset.theme")
+            dt.call("Target.closeTarget", targetId=target)
             results.append(res)
         if executed is None:
             executed = any(r.report.get("outputs", 0) for r in results if is_chapter(r.name, root))

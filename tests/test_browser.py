@@ -87,15 +87,23 @@ BAD_PAGE = """<!doctype html><html><head><title>bad</title></head><body><main>
 <div class="cell_output"><div class="output traceback">Traceback (most recent call last): ValueError</div></div>
 <div class="cell_output"><pre>VBox(children=(FloatSlider(value=0.1),))</pre></div>
 <script type="application/vnd.jupyter.widget-view+json">{"model_id": "abc"}</script>
+<div class="cell_output"><img src="transparent.png"></div>
 <script>undefinedFunction();</script>
 </main></body></html>"""
 
 
 def test_checker_flags_a_broken_page(tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.plot([0, 1])
+    fig.savefig(tmp_path / "transparent.png", transparent=True)
+    plt.close(fig)
     (tmp_path / "bad.html").write_text(BAD_PAGE)
     (res,) = bc.check_site(tmp_path, tmp_path / "shots", ["bad"], executed=False, dark=False, root=tmp_path,
                            log=lambda *_: None)
     text = "\n".join(res.problems)
     for expected in ("not typeset", "raw TeX", "images that did not load", "failed requests", "JavaScript exceptions",
-                     "traceback", "dead widget"):
+                     "traceback", "dead widget", "transparent background"):
         assert expected in text, f"{expected!r} not flagged; problems were:\n{text}"

@@ -7,6 +7,7 @@ For the landing page and every chapter in ``_toc.yml`` it serves ``HTML_DIR`` (d
 * maths typeset by the site's own MathJax: ``mjx-container`` elements present where the page has maths, no math
   element left untypeset, no raw ``\\(``, ``\\[`` or ``$$`` in the text, no MathJax error (``mjx-merror``);
 * every image loaded (``naturalWidth > 0``), no failed request, no request leaving 127.0.0.1, no JS exception;
+* every figure in a cell output opaque (a transparent PNG puts black axis labels on the dark theme's background);
 * no cell output showing an error traceback, no dead widget placeholder;
 * theorem boxes: as many sphinx-proof boxes of each kind as the chapter's source has ``prf:`` directives;
 * the Colab and Binder launch links and the ``.ipynb``/``.md`` download links present; the ``.ipynb`` targets end
@@ -209,6 +210,13 @@ PAGE_REPORT_JS = r"""
     images: [...article.querySelectorAll('img')].map(i => ({src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0,
                                                          w: i.naturalWidth, h: i.naturalHeight})),
     outputImages: q('.cell_output img').length,
+    transparent: q('.cell_output img').filter(i => i.naturalWidth > 0).map(i => {
+      const c = document.createElement('canvas'); c.width = 48; c.height = 48;
+      const g = c.getContext('2d'); g.drawImage(i, 0, 0, 48, 48);
+      const d = g.getImageData(0, 0, 48, 48).data; let minA = 255;
+      for (let k = 3; k < d.length; k += 4) minA = Math.min(minA, d[k]);
+      return minA < 250 ? i.getAttribute('src') : null;
+    }).filter(Boolean),
     outputs: outputs.length,
     tracebacks: tracebacks,
     widgetScripts: document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length,
@@ -368,6 +376,8 @@ def page_problems(name: str, res: PageResult, html_dir: Path, executed: bool, ro
     broken = [i["src"] for i in r["images"] if not i["ok"]]
     if broken:
         out.append(f"images that did not load: {broken[:5]}")
+    if r.get("transparent"):
+        out.append(f"figures with a transparent background (unreadable in the dark theme): {r['transparent'][:3]}")
     if res.requests_failed:
         out.append(f"failed requests: {res.requests_failed[:5]}")
     if res.requests_external:

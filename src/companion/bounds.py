@@ -379,8 +379,9 @@ def lemma_4_5(params1, params2, X: Tensor, y: Tensor, act) -> Comparison:
 
 
 def lemma_4_6(params1, params2, X: Tensor, y: Tensor, act) -> Comparison:
-    """Both sides of Lemma 4.6: ``lhs = 𝓛(W2) − 𝓛(W1)``, ``rhs = ⟨∇𝓛(W1), W2−W1⟩ + remainder``, both ``(E,)``.
-    (``lhs`` may be negative, so compare ``lhs ≤ rhs``, not the ratio.)
+    """Lemma 4.6 in its equivalent remainder form: ``lhs = 𝓛(W2) − 𝓛(W1) − ⟨∇𝓛(W1), W2−W1⟩`` (the Taylor
+    remainder, may be negative) and ``rhs`` = the lemma's polynomial term (:func:`log_lemma_4_6_remainder`),
+    both ``(E,)``; the lemma says ``lhs ≤ rhs`` (so ``ratio ≤ 1``).
 
     Paper A, Lemma 4.6 (Chapter 3).
     """
@@ -389,7 +390,7 @@ def lemma_4_6(params1, params2, X: Tensor, y: Tensor, act) -> Comparison:
     l1, g1 = deepnet.loss_and_gradient(p1, X, y, act)
     l2 = deepnet.loss(p2, X, y, act)
     inner = sum((g * d).flatten(1).sum(-1) for g, d in zip(g1, diff))
-    return Comparison(l2 - l1, lemma_4_6_rhs(inner, a, r, l1, len(p1), deepnet.d_max(p1)))
+    return Comparison(l2 - l1 - inner, torch.exp(log_lemma_4_6_remainder(a, r, l1, len(p1), deepnet.d_max(p1))))
 
 
 # ------------------------------------------------------------------------------ sampling and the probe
@@ -473,3 +474,100 @@ def tightness_probe(lemma: str, widths: Sequence[int], act, *, starts: int = 64,
         (-obj.sum()).backward()
         opt.step()
     return best
+
+
+# ------------------------------------------------------------------------ fast paths for long GD runs
+def loss_and_gradient_fn(params_like: Sequence[Tensor], X: Tensor, y: Tensor, act):
+    """``loss_and_grad`` for :func:`companion.gd.run` on paper A's network, validated once here and then lean
+    (no per-call checks: long runs of Chapter 4 are Python-overhead bound). Same values as
+    :func:`companion.deepnet.loss_and_gradient` (Lemma 4.2's recursion). Raises ``ValueError`` where the lemmas
+    do not apply (non-smooth σ, data outside ``‖x‖ ≤ √d``). Paper A, Lemma 4.2 (Chapters 3–4).
+    """
+    sigma = check_assumptions(act, X)
+    params_like = deepnet.check_params(params_like)
+    deepnet.loss(params_like, X, y, act)  # validates shapes of X, y against the network once
+    n = X.shape[-2]
+    fn = sigma.fn
+
+    def loss_and_grad(params):
+        E = params[0].shape[0]
+        h = X.expand(E, *X.shape[-2:]) if X.ndim == 2 else X
+        zs, hs = [], [h]
+        for w in params:
+            z = torch.matmul(h, w.transpose(1, 2))
+            h = fn(z)
+            zs.append(z)
+            hs.append(h)
+        residual = hs[-1][..., 0] - y
+        deltas = deepnet.backward_deltas(params, zs, sigma)
+        coef = (2.0 / n) * residual.unsqueeze(-1)
+        grads = [torch.matmul((coef * d).transpose(1, 2), hh) for d, hh in zip(deltas, hs[:-1])]
+        return (residual ** 2).mean(dim=-1), grads
+
+    return loss_and_grad
+
+
+class Tracker:
+    """Lemma 4.7's step ``κ·η_t`` as a :data:`companion.gd.StepRule` that also keeps, per member and at every
+    step, what Theorem 4.8's proof tracks (without recording every step):
+
+    * ``min_g2`` — ``min_{s ≤ t} ‖∇𝓛(W_s)‖²``; ``sum_eta`` — ``Σ_{s ≤ t} η_s``; ``sum_eta_g2`` — ``Σ_{s ≤ t} η_s ‖∇𝓛(W_s)‖²``;
+    * ``worst_excess`` — ``max_s [𝓛(W_{s+1}) − 𝓛(W_s) + (η_s/2L)‖∇𝓛(W_s)‖²]``, the largest violation of Lemma 4.7's
+      one-step descent (``≤ 0`` where it holds), and ``violations`` — how many steps exceed the float64 rounding
+      band ``tol·𝓛(W_s)``; ``ambiguous`` — steps whose two sides differ by less than that band.
+
+    ``η_s`` is the step actually taken (``κ`` times the paper's). Use :meth:`observers` with ``gd.run`` (values at
+    recorded iteration ``t`` include step ``t``). Paper A, Lemma 4.7 and Theorem 4.8 (Chapters 3–4).
+    """
+
+    def __init__(self, L: int, d_max: int, kappa: float | Tensor = 1.0, c_J: float = C_J, tol: float = 1e-13):
+        self.L, self.d_max, self.c_J = _check_L(L), _check_dmax(d_max), _check_cJ(c_J)
+        k = torch.as_tensor(kappa, dtype=torch.float64)
+        if k.ndim > 1 or bool((k <= 0).any()) or not bool(torch.isfinite(k).all()):
+            raise ValueError(f"kappa must be a positive float or a 1-D tensor of them, got {kappa!r}")
+        self.kappa, self.tol = kappa, float(tol)
+        self.log_rho = math.log(rho(L, d_max, c_J))
+        self._state: dict[str, Tensor] | None = None
+        self.description = f"Lemma 4.7 eta_t x kappa (L={L}, d_max={d_max})"
+
+    def __call__(self, params, loss, grads, t):
+        g2 = gd.grad_norm_sq(params, loss, grads)
+        a = gd.param_norm(params, loss, grads)
+        power = torch.ones_like(a)
+        total = torch.ones_like(a)
+        for _ in range(2 * self.L - 2):  # Σ_{i=0}^{2L-2} ‖W‖^i
+            power = power * a
+            total = total + power
+        k = self.kappa.to(loss) if isinstance(self.kappa, Tensor) else self.kappa
+        eta_t = k * math.exp(-self.log_rho) / ((1 + torch.sqrt(loss.clamp_min(0))) * total)
+        s = self._state
+        if s is None or t == 0:
+            inf = torch.full_like(loss, float("inf"))
+            s = self._state = {"min_g2": inf, "sum_eta": torch.zeros_like(loss), "sum_eta_g2": torch.zeros_like(loss),
+                               "worst_excess": torch.full_like(loss, -float("inf")),
+                               "violations": torch.zeros_like(loss), "ambiguous": torch.zeros_like(loss), "loss0": loss.clone()}
+        else:
+            excess = loss - s["prev_loss"] + s["prev_eta"] * s["prev_g2"] / (2 * self.L)
+            ok = torch.isfinite(excess)
+            band = self.tol * s["prev_loss"]
+            s["worst_excess"] = torch.where(ok, torch.maximum(s["worst_excess"], excess), s["worst_excess"])
+            s["violations"] = s["violations"] + (ok & (excess > band)).to(loss)
+            s["ambiguous"] = s["ambiguous"] + (ok & (excess.abs() <= band)).to(loss)
+        s["min_g2"] = torch.minimum(s["min_g2"], g2)
+        s["sum_eta"] = s["sum_eta"] + eta_t
+        s["sum_eta_g2"] = s["sum_eta_g2"] + eta_t * g2
+        s["prev_loss"], s["prev_eta"], s["prev_g2"] = loss, eta_t, g2
+        return eta_t
+
+    def observers(self) -> dict:
+        """Observers for ``gd.run``: ``grad_norm_sq``, ``param_norm`` and the running quantities above."""
+        def running(key):
+            return lambda params, loss, grads: self._state[key].clone()
+        return {**observers(), **{k: running(k) for k in ("min_g2", "sum_eta", "sum_eta_g2", "worst_excess", "violations", "ambiguous")}}
+
+    @property
+    def state(self) -> dict[str, Tensor]:
+        """The running quantities after the last step (each ``(E,)``)."""
+        if self._state is None:
+            raise ValueError("the tracker has not been run yet")
+        return self._state

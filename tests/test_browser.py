@@ -1,16 +1,20 @@
 """The website in a real browser: every page of _toc.yml loaded in headless Chromium (tools/browser_check.py).
 
-Which site: the one the test suite already builds (``built_site`` in conftest.py: ``jupyter-book build -W`` with
-execution off, because nbval executes every chapter elsewhere in the suite). Building a second, executed site
-at quick scale would cost about as much as the whole nbval run again and break the ~10 minute budget, so here
-the executed-output checks (a figure in every chapter, no traceback) are vacuous for cell outputs; everything
-else (maths typeset offline, images, theorem boxes, launch/download buttons, no dead widgets, no JS error, no
-request leaving the site) is checked on every page. To check an *executed* site — the main job's
-``_build/html`` after ``make book`` — set ``COMPANION_BROWSER_SITE=_build/html`` (then every chapter must also
-show outputs and a figure), or run ``python tools/browser_check.py _build/html``.
+Which site (see the ``site`` fixture), first that applies:
 
-Screenshots (light and dark theme, full page) go to ``artifacts/screenshots/`` (gitignored; the CI artifact).
-Skipped, with the reason, when no Chromium binary is installed (``apt-get install chromium``).
+1. ``COMPANION_BROWSER_SITE=_build/html`` — an existing executed site, e.g. the main job's after ``make book``;
+2. when nbval has already executed every chapter earlier in the same pytest session (the browser tests sorted
+   after the notebooks), a ``-W`` build whose chapters take nbval's outputs through a jupyter-cache: the
+   figures, tracebacks and explorers are checked as rendered, and nothing is executed a second time
+   (the fixture asserts that). This costs one build without execution (~15-30 s here), not a second run of
+   every chapter, which would double the suite's ~10 minutes;
+3. otherwise (e.g. ``pytest tests/test_browser.py`` alone) the suite's own ``-W`` build with execution off
+   (``built_site``): everything but the cell outputs is checked.
+
+Checked on every page: maths typeset by the site's own MathJax (offline), images load, figures opaque, no
+failed or external request, no JS error, no traceback, no dead widget, theorem boxes, Colab/Binder and
+.ipynb/.md download buttons. Screenshots (light and dark theme, full page) go to ``artifacts/screenshots/``
+(gitignored; the CI artifact). Skipped, with the reason, when no Chromium binary is installed.
 """
 from __future__ import annotations
 
@@ -31,13 +35,81 @@ pytestmark = pytest.mark.skipif(bc.find_chromium() is None,
                                 reason="no Chromium found (apt-get install chromium): browser check skipped")
 
 
+def _nbval_executed_notebooks(session) -> dict[str, object]:
+    """The chapter notebooks nbval has executed earlier in this session, with its outputs: {docname: notebook}.
+
+    nbval keeps each cell's outputs in ``item.test_outputs``; a notebook counts only when every code cell ran.
+    """
+    import copy
+    by_file: dict[Path, dict] = {}
+    for item in session.items:
+        if type(item).__name__ != "IPyNbCell":
+            continue
+        f = by_file.setdefault(Path(str(item.parent.fspath)).resolve(),
+                               {"nb": copy.deepcopy(item.parent.nb), "outs": {}, "complete": True})
+        outs = getattr(item, "test_outputs", None)
+        if outs is None:
+            f["complete"] = False
+        else:
+            f["outs"][item.cell_num] = outs
+    done = {}
+    for path, f in by_file.items():
+        if not f["complete"]:
+            continue
+        code = [c for c in f["nb"].cells if c.cell_type == "code"]
+        for i, cell in enumerate(code):
+            cell.outputs = list(f["outs"].get(i, []))
+        try:
+            done[str(path.relative_to(ROOT).with_suffix(""))] = f["nb"]
+        except ValueError:
+            pass
+    return done
+
+
+def _build_with_outputs(out_dir: Path, notebooks: dict) -> tuple[int, str, Path]:
+    """``jupyter-book build -W`` whose chapters take their outputs from ``notebooks`` through a jupyter-cache
+    (myst-nb's ``cache`` mode matches a chapter by its code cells), so nothing is executed twice."""
+    import subprocess
+    import yaml
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+    cache_dir = out_dir / "jupyter_cache"
+    cache = get_cache(str(cache_dir))
+    for name, nb in notebooks.items():
+        cache.cache_notebook_bundle(CacheBundleIn(nb, str(ROOT / f"{name}.md")), check_validity=False, overwrite=True)
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    cfg["execute"]["execute_notebooks"] = "cache"
+    cfg["execute"]["cache"] = str(cache_dir)
+    config = out_dir / "_config.yml"
+    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    jb = str(Path(sys.executable).with_name("jupyter-book"))
+    proc = subprocess.run([jb, "build", str(ROOT), "--config", str(config), "--path-output", str(out_dir),
+                           "-W", "--keep-going", "--all"], capture_output=True, text=True, cwd=ROOT)
+    return proc.returncode, proc.stdout + proc.stderr, out_dir / "_build" / "html"
+
+
 @pytest.fixture(scope="module")
-def site(request):
-    """(html dir, executed?) — COMPANION_BROWSER_SITE if set, else the suite's own -W build."""
+def site(request, tmp_path_factory):
+    """(html dir, executed?), the first that applies:
+
+    1. ``COMPANION_BROWSER_SITE`` (e.g. ``_build/html`` after ``make book``): an executed site;
+    2. every chapter already executed by nbval in this session (when the browser tests run after the notebooks):
+       a site built from those outputs, so figures and tracebacks are checked for real at no extra execution;
+    3. the suite's own -W build with execution off (``built_site``): outputs are not checked.
+    """
     env = os.environ.get("COMPANION_BROWSER_SITE")
     if env:
         html = Path(env) if Path(env).is_absolute() else ROOT / env
         assert (html / "index.html").exists() or (html / "book" / "index.html").exists(), f"no site at {html}"
+        return html, True
+    chapters = [p for p in PAGES if bc.is_chapter(p, ROOT)]
+    executed = _nbval_executed_notebooks(request.session)
+    if chapters and all(c in executed for c in chapters):
+        code, log, html = _build_with_outputs(tmp_path_factory.mktemp("site_executed"), executed)
+        assert code == 0, "the site built from nbval's outputs failed:\n" + log[-3000:]
+        assert "Executing notebook" not in log, "a chapter missed nbval's cached outputs and was executed again:\n" + \
+            "\n".join(line for line in log.splitlines() if "notebook" in line)
+        print(f"browser check on a site built from nbval's outputs of {len(chapters)} chapters")
         return html, True
     code, log, html = request.getfixturevalue("built_site")
     assert code == 0, "the site did not build (see test_book_builds_with_warnings_as_errors):\n" + log[-2000:]

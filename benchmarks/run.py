@@ -292,6 +292,7 @@ def parse(argv=None):
     p.add_argument("--quick", action="store_true", help="small sizes: a smoke run of every section (~1 min)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: companion's policy, CUDA when available)")
     p.add_argument("--sections", default="engine,formulations,hessian")
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     p.add_argument("--json", default=None, help="also write the measured numbers to this JSON file")
     p.add_argument("--seeds", type=int, default=512)
     p.add_argument("--steps", type=int, default=2000)
@@ -317,6 +318,8 @@ def parse(argv=None):
 
 def main(argv=None) -> dict:
     args = parse(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     dev, dtype = cdevice.resolve(args.device, torch.float64)
     out: dict = {"args": vars(args), "device": str(dev), "torch": torch.__version__, "threads": torch.get_num_threads()}
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else (platform.processor() or platform.machine())

@@ -528,16 +528,18 @@ class Tracker:
         self.kappa, self.tol = kappa, float(tol)
         self.log_rho = math.log(rho(L, d_max, c_J))
         self._state: dict[str, Tensor] | None = None
+        self._powers: Tensor | None = None
         self.description = f"Lemma 4.7 eta_t x kappa (L={L}, d_max={d_max})"
 
     def __call__(self, params, loss, grads, t):
-        g2 = gd.grad_norm_sq(params, loss, grads)
-        a = gd.param_norm(params, loss, grads)
-        power = torch.ones_like(a)
-        total = torch.ones_like(a)
-        for _ in range(2 * self.L - 2):  # Σ_{i=0}^{2L-2} ‖W‖^i
-            power = power * a
-            total = total + power
+        E = loss.shape[0]
+        flat_g = torch.cat([g.reshape(E, -1) for g in grads], 1)
+        g2 = (flat_g * flat_g).sum(1)
+        flat_w = torch.cat([w.reshape(E, -1) for w in params], 1)
+        a = torch.sqrt((flat_w * flat_w).sum(1))
+        if self._powers is None or self._powers.device != a.device or self._powers.dtype != a.dtype:
+            self._powers = torch.arange(2 * self.L - 1, device=a.device, dtype=a.dtype)
+        total = torch.pow(a.unsqueeze(1), self._powers).sum(1)          # Σ_{i=0}^{2L-2} ‖W‖^i
         k = self.kappa.to(loss) if isinstance(self.kappa, Tensor) else self.kappa
         eta_t = k * math.exp(-self.log_rho) / ((1 + torch.sqrt(loss.clamp_min(0))) * total)
         s = self._state

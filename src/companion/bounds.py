@@ -549,22 +549,39 @@ class Tracker:
                                "worst_excess": torch.full_like(loss, -float("inf")),
                                "violations": torch.zeros_like(loss), "ambiguous": torch.zeros_like(loss), "loss0": loss.clone()}
         else:
-            excess = loss - s["prev_loss"] + s["prev_eta"] * s["prev_g2"] / (2 * self.L)
-            ok = torch.isfinite(excess)
-            band = self.tol * s["prev_loss"]
-            s["worst_excess"] = torch.where(ok, torch.maximum(s["worst_excess"], excess), s["worst_excess"])
-            s["violations"] = s["violations"] + (ok & (excess > band)).to(loss)
-            s["ambiguous"] = s["ambiguous"] + (ok & (excess.abs() <= band)).to(loss)
+            self._check_step(loss)
         s["min_g2"] = torch.minimum(s["min_g2"], g2)
         s["sum_eta"] = s["sum_eta"] + eta_t
         s["sum_eta_g2"] = s["sum_eta_g2"] + eta_t * g2
         s["prev_loss"], s["prev_eta"], s["prev_g2"] = loss, eta_t, g2
         return eta_t
 
+    def _check_step(self, loss: Tensor) -> None:
+        """Lemma 4.7's inequality for the step from the previous state to the one with loss ``loss``."""
+        s = self._state
+        excess = loss - s["prev_loss"] + s["prev_eta"] * s["prev_g2"] / (2 * self.L)
+        ok = torch.isfinite(excess)
+        band = self.tol * s["prev_loss"]
+        s["worst_excess"] = torch.where(ok, torch.maximum(s["worst_excess"], excess), s["worst_excess"])
+        s["violations"] = s["violations"] + (ok & (excess > band)).to(loss)
+        s["ambiguous"] = s["ambiguous"] + (ok & (excess.abs() <= band)).to(loss)
+
+    def _sync(self, loss: Tensor) -> None:
+        # gd.run calls the rule, then the observers, with the same loss tensor at t < steps; at t = steps the rule
+        # is not called, so a loss the tracker has not seen is the final state: check the last step once.
+        s = self._state
+        if s is not None and loss is not s["prev_loss"] and loss is not s.get("final_loss"):
+            self._check_step(loss)
+            s["final_loss"] = loss
+
     def observers(self) -> dict:
-        """Observers for ``gd.run``: ``grad_norm_sq``, ``param_norm`` and the running quantities above."""
+        """Observers for ``gd.run``: ``grad_norm_sq``, ``param_norm`` and the running quantities above. Record the
+        final iteration (``gd.log_spaced`` does) so that the last step's descent is checked too."""
         def running(key):
-            return lambda params, loss, grads: self._state[key].clone()
+            def obs(params, loss, grads):
+                self._sync(loss)
+                return self._state[key].clone()
+            return obs
         return {**observers(), **{k: running(k) for k in ("min_g2", "sum_eta", "sum_eta_g2", "worst_excess", "violations", "ambiguous")}}
 
     @property

@@ -1,0 +1,261 @@
+"""Tests of companion.bounds (paper A, Lemmas 4.3-4.7 and Theorem 4.8; Chapters 2-4).
+
+The right-hand sides are compared with a second, independent implementation written here as plain-Python
+loops over the indices exactly as the paper prints them (floats, one member at a time, no torch, no logs).
+"""
+import math
+
+import pytest
+import torch
+
+from companion import activations, bounds, deepnet, gd
+
+SMOOTH = activations.SMOOTH
+
+
+# ------------------------------------------------------------ the independent reference (plain Python)
+def ref_43(a, b, r, L, dmax):
+    s = 0.0
+    for k in range(0, L):                     # k = 0 .. L-1
+        for j in range(0, L - k):             # j = 0 .. L-k-1
+            s += a ** j * b ** k
+    return dmax ** 0.5 * r * s
+
+
+def ref_44(a, b, r, L, dmax):
+    s = 0.0
+    for j in range(0, 2 * L - 1):             # j = 0 .. 2L-2
+        inner = 0.0
+        for k in range(0, 2 * L - j - 1):     # k = 0 .. 2L-j-2
+            inner += b ** k
+        s += a ** j * inner
+    return 4 * dmax * L ** 3 * r * s
+
+
+def ref_45(a, b, r, loss, L, dmax, cJ=2.0):
+    s = 0.0
+    for j in range(0, 2 * L - 1):
+        for i in range(0, 2 * L - j - 1):
+            s += a ** j * b ** i
+    return 8 * cJ * dmax * L ** 3 * r * (1 + loss ** 0.5) * s
+
+
+def ref_46_remainder(a, r, loss, L, dmax, cJ=2.0):
+    C = 2 ** (2 * L + 2) * cJ * dmax * L ** 4
+    p = sum(a ** i for i in range(0, 2 * L - 1))
+    q = sum(r ** (k + 2) / (k + 2) for k in range(0, 2 * L - 1))
+    return C * (1 + loss ** 0.5) * p * q
+
+
+def ref_eta(a, loss, L, dmax, cJ=2.0):
+    rho = 2 ** (2 * L + 3) * cJ * dmax ** 1.5 * L ** 5
+    return 1.0 / (rho * (1 + loss ** 0.5) * sum(a ** i for i in range(0, 2 * L - 1)))
+
+
+CASES = [(a, b, r, loss) for a in (0.0, 0.1, 1.0, 3.7, 20.0) for b in (0.0, 0.5, 1.0, 20.0)
+         for r in (1e-3, 1.0, 10.0) for loss in (0.0, 0.3, 5.0)]
+
+
+@pytest.mark.parametrize("L", [2, 3, 4, 5])
+@pytest.mark.parametrize("dmax", [1, 6])
+def test_rhs_match_independent_implementation(L, dmax):
+    a, b, r, loss = (torch.tensor(v, dtype=torch.float64) for v in zip(*CASES))
+    got = {
+        "4.3": bounds.lemma_4_3_rhs(a, b, r, L, dmax), "4.4": bounds.lemma_4_4_rhs(a, b, r, L, dmax),
+        "4.5": bounds.lemma_4_5_rhs(a, b, r, loss, L, dmax),
+        "4.6": torch.exp(bounds.log_lemma_4_6_remainder(a, r, loss, L, dmax)), "eta": bounds.eta(a, loss, L, dmax),
+    }
+    for e, (ae, be, re, le) in enumerate(CASES):
+        want = {"4.3": ref_43(ae, be, re, L, dmax), "4.4": ref_44(ae, be, re, L, dmax),
+                "4.5": ref_45(ae, be, re, le, L, dmax), "4.6": ref_46_remainder(ae, re, le, L, dmax),
+                "eta": ref_eta(ae, le, L, dmax)}
+        for k in want:
+            assert got[k][e].item() == pytest.approx(want[k], rel=1e-12), (k, CASES[e])
+
+
+def test_double_sums_are_symmetric():
+    """Both orders of summation printed in the paper give the same polynomial (the index set is symmetric)."""
+    for L in (2, 3, 4):
+        for a, b in ((0.3, 7.0), (2.0, 0.1), (20.0, 1.5)):
+            assert ref_44(a, b, 1.0, L, 1) == pytest.approx(ref_44(b, a, 1.0, L, 1), rel=1e-13)
+            assert ref_43(a, b, 1.0, L, 1) == pytest.approx(ref_43(b, a, 1.0, L, 1), rel=1e-13)
+
+
+def test_constants():
+    for L in (2, 3, 4):
+        for dmax in (1, 3, 6):
+            C = bounds.lemma_4_6_C(L, dmax)
+            assert C == 2 ** (2 * L + 2) * 2 * dmax * L ** 4
+            assert bounds.rho(L, dmax) == pytest.approx(2 * dmax ** 0.5 * L * C, rel=1e-14)   # rho = 2 d^(1/2) L C (A.7)
+
+
+def test_log_space_does_not_overflow_where_powers_would():
+    big = torch.tensor([1e80], dtype=torch.float64)
+    log_rhs = bounds.log_lemma_4_4_rhs(big, big, torch.tensor([1.0], dtype=torch.float64), 4, 6)
+    assert torch.isfinite(log_rhs).all()
+    assert log_rhs.item() == pytest.approx(math.log(4 * 6 * 64) + 6 * math.log(1e80) + math.log(7), rel=1e-10)
+    assert not torch.isfinite(big ** 6).all()  # the naive power overflows
+
+
+def test_rhs_vectorised_over_ensemble():
+    E = 7
+    a, b, r, loss = (torch.rand(E, dtype=torch.float64) * 5 for _ in range(4))
+    full = bounds.lemma_4_5_rhs(a, b, r, loss, 3, 4)
+    assert full.shape == (E,)
+    for e in range(E):
+        assert full[e].item() == pytest.approx(bounds.lemma_4_5_rhs(a[e:e + 1], b[e:e + 1], r[e:e + 1], loss[e:e + 1], 3, 4).item(), rel=1e-14)
+
+
+# --------------------------------------------------------------------------------- lemmas on networks
+@pytest.mark.parametrize("act", SMOOTH)
+@pytest.mark.parametrize("L", [2, 3, 4])
+def test_lemmas_hold_on_random_pairs(gen, act, L):
+    widths = [3] + [4] * (L - 1) + [1]
+    p1, p2 = bounds.random_pairs(widths, 64, generator=gen)
+    X = deepnet.ball_data(6, 3, generator=gen)
+    y = torch.randn(6, generator=gen, dtype=torch.float64)
+    for c in (bounds.lemma_4_3(p1, p2, X, act), bounds.lemma_4_4(p1, p2, X, act), bounds.lemma_4_5(p1, p2, X, y, act),
+              bounds.lemma_4_6(p1, p2, X, y, act)):
+        assert torch.isfinite(c.lhs).all() and torch.isfinite(c.rhs).all()
+        assert (c.ratio <= 1).all()
+
+
+def test_lemma_lhs_against_autograd(gen):
+    """The LHS of Lemma 4.5 uses Lemma 4.2's gradient; compare with autograd, and Lemma 4.6's remainder by hand."""
+    p1, p2 = bounds.random_pairs([3, 4, 1], 5, generator=gen)
+    X = deepnet.ball_data(6, 3, generator=gen)
+    y = torch.randn(6, generator=gen, dtype=torch.float64)
+    c = bounds.lemma_4_5(p1, p2, X, y, "tanh")
+    _, g1 = deepnet.loss_and_gradient_autograd(p1, X, y, "tanh")
+    _, g2 = deepnet.loss_and_gradient_autograd(p2, X, y, "tanh")
+    ref = torch.sqrt(sum(((u - v) ** 2).flatten(1).sum(1) for u, v in zip(g1, g2)))
+    torch.testing.assert_close(c.lhs, ref, rtol=1e-12, atol=1e-14)
+    c6 = bounds.lemma_4_6(p1, p2, X, y, "tanh")
+    l1, l2 = deepnet.loss(p1, X, y, "tanh"), deepnet.loss(p2, X, y, "tanh")
+    inner = sum((g * (b - a)).flatten(1).sum(1) for g, a, b in zip(g1, p1, p2))
+    torch.testing.assert_close(c6.lhs, l2 - l1 - inner, rtol=1e-10, atol=1e-12)
+
+
+def test_lemma_4_3_attains_half_for_two_layer_scalar_linear_net():
+    """F = a b x with x = 1, W1 = 0, W2 = (t, t): |F| = t^2, RHS = sqrt2 t (1 + sqrt2 t) -> ratio -> 1/2."""
+    t = torch.tensor(1e4, dtype=torch.float64)
+    p1 = [torch.zeros(1, 1, 1, dtype=torch.float64), torch.zeros(1, 1, 1, dtype=torch.float64)]
+    p2 = [t.view(1, 1, 1), t.view(1, 1, 1)]
+    X = torch.ones(1, 1, dtype=torch.float64)
+    ratio = bounds.lemma_4_3(p1, p2, X, "linear").ratio.item()
+    assert ratio == pytest.approx(0.5, rel=1e-3) and ratio <= 1
+
+
+def test_tightness_probe_stays_below_one(gen):
+    best = bounds.tightness_probe("4.3", [1, 1, 1], "linear", starts=8, steps=40, generator=gen)
+    assert best.shape == (8,) and (best <= 1).all() and best.max() > 0.1
+
+
+# --------------------------------------------------------------------------------------- ValueErrors
+def test_relu_is_refused(gen):
+    p1, p2 = bounds.random_pairs([3, 4, 1], 2, generator=gen)
+    X = deepnet.ball_data(4, 3, generator=gen)
+    y = torch.zeros(4, dtype=torch.float64)
+    for call in (lambda: bounds.lemma_4_3(p1, p2, X, "relu"), lambda: bounds.lemma_4_4(p1, p2, X, "relu"),
+                 lambda: bounds.lemma_4_5(p1, p2, X, y, "relu"), lambda: bounds.lemma_4_6(p1, p2, X, y, "relu"),
+                 lambda: bounds.loss_and_gradient_fn(p1, X, y, "relu"), lambda: bounds.check_assumptions("relu")):
+        with pytest.raises(ValueError, match="not smooth"):
+            call()
+
+
+def test_data_outside_ball_is_refused(gen):
+    p1, p2 = bounds.random_pairs([3, 4, 1], 2, generator=gen)
+    X = deepnet.ball_data(4, 3, generator=gen)
+    X[0] = X[0] / X[0].norm() * math.sqrt(3) * 1.01
+    y = torch.zeros(4, dtype=torch.float64)
+    with pytest.raises(ValueError, match="Assumption 3.2"):
+        bounds.lemma_4_3(p1, p2, X, "tanh")
+    with pytest.raises(ValueError, match="Assumption 3.2"):
+        bounds.lemma_4_5(p1, p2, X, y, "sigmoid")
+
+
+def test_bad_arguments():
+    one = torch.ones(2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="L >= 2"):
+        bounds.lemma_4_4_rhs(one, one, one, 1, 3)
+    with pytest.raises(ValueError, match="d_max"):
+        bounds.lemma_4_3_rhs(one, one, one, 2, 0)
+    with pytest.raises(ValueError, match="norm"):
+        bounds.lemma_4_3_rhs(-one, one, one, 2, 1)
+    with pytest.raises(ValueError, match="non-finite"):
+        bounds.lemma_4_5_rhs(one, one, one, torch.tensor([1.0, float("nan")], dtype=torch.float64), 2, 1)
+    with pytest.raises(ValueError, match="kappa"):
+        bounds.adaptive_step(2, 3, kappa=-1.0)
+    with pytest.raises(ValueError, match="kappa"):
+        bounds.Tracker(2, 3, kappa=0.0)
+    with pytest.raises(ValueError, match="rho >= 1"):
+        bounds.rate_constants(2, 0.5, 1.0, 1.0)
+    with pytest.raises(ValueError, match="same layer shapes"):
+        bounds.lemma_4_3([torch.ones(1, 2, 3, dtype=torch.float64), torch.ones(1, 1, 2, dtype=torch.float64)],
+                         [torch.ones(1, 3, 3, dtype=torch.float64), torch.ones(1, 1, 3, dtype=torch.float64)],
+                         torch.zeros(1, 3, dtype=torch.float64), "tanh")
+
+
+# ----------------------------------------------------------------------------- the step and the engine
+def test_adaptive_step_and_tracker_agree_with_formula(gen):
+    widths = [3, 4, 4, 1]
+    params = deepnet.init_params(widths, 6, 1.0, generator=gen)
+    X = deepnet.ball_data(10, 3, generator=gen)
+    y = 0.5 * torch.randn(10, generator=gen, dtype=torch.float64)
+    loss, grads = deepnet.loss_and_gradient(params, X, y, "tanh")
+    kappa = torch.logspace(0, 5, 6, dtype=torch.float64)
+    rule = bounds.adaptive_step(3, deepnet.d_max(params), kappa=kappa)
+    tr = bounds.Tracker(3, deepnet.d_max(params), kappa=kappa)
+    a = deepnet.norm(params)
+    want = torch.tensor([k * ref_eta(ai, li, 3, 4) for k, ai, li in zip(kappa.tolist(), a.tolist(), loss.tolist())], dtype=torch.float64)
+    torch.testing.assert_close(rule(params, loss, grads, 0), want, rtol=1e-12, atol=0)
+    torch.testing.assert_close(tr(params, loss, grads, 0), want, rtol=1e-12, atol=0)
+
+
+def test_fast_loss_and_gradient_matches_deepnet(gen):
+    params = deepnet.init_params([3, 5, 2, 1], 4, 1.5, generator=gen)
+    X = deepnet.ball_data(7, 3, generator=gen)
+    y = torch.randn(7, generator=gen, dtype=torch.float64)
+    for act in SMOOTH:
+        l1, g1 = bounds.loss_and_gradient_fn(params, X, y, act)(params)
+        l2, g2 = deepnet.loss_and_gradient(params, X, y, act)
+        torch.testing.assert_close(l1, l2, rtol=0, atol=0)
+        for u, v in zip(g1, g2):
+            torch.testing.assert_close(u, v, rtol=0, atol=0)
+
+
+def test_lemma_4_7_descent_every_step_and_tracker_bookkeeping(gen):
+    """Run gd.run with the paper's step (kappa = 1, and a rescaled one) and re-check the tracker from full history."""
+    L = 2
+    params = deepnet.init_params([3, 4, 1], 5, 1.0, generator=gen)
+    X = deepnet.ball_data(8, 3, generator=gen)
+    y = torch.randn(8, generator=gen, dtype=torch.float64)
+    for kappa in (1.0, 1e3):
+        tr = bounds.Tracker(L, deepnet.d_max(params), kappa=kappa, tol=0.0)
+        steps = 50
+        res = gd.run(bounds.loss_and_gradient_fn(params, X, y, "softplus"), params, steps, tr,
+                     record_at=range(steps + 1), observers=tr.observers())
+        h = res.history
+        excess = h["loss"][1:] - h["loss"][:-1] + h["eta"][:-1] / (2 * L) * h["grad_norm_sq"][:-1]
+        assert (excess <= 0).all()
+        # the excess is a difference of nearly equal numbers: agree up to rounding of the loss itself
+        torch.testing.assert_close(tr.state["worst_excess"], excess.max(0).values, rtol=0, atol=1e-13 * h["loss"].max().item())
+        torch.testing.assert_close(tr.state["sum_eta"], h["eta"][:-1].sum(0), rtol=1e-12, atol=0)
+        torch.testing.assert_close(tr.state["min_g2"], h["grad_norm_sq"][:-1].min(0).values, rtol=1e-13, atol=0)
+        assert (tr.state["sum_eta_g2"] <= 2 * L * h["loss"][0]).all()
+        assert int(tr.state["violations"].sum()) == 0
+
+
+def test_rate_constants_satisfy_their_definition():
+    for L in (2, 3, 4):
+        c = bounds.rate_constants(L, 50.0, 0.8, 1.7)
+        N = 2 * L - 2
+        p = (N - 2) / (2 * N)
+        assert c.beta == pytest.approx(1.7 ** N + sum(math.comb(N, k) * (2 * L * 0.8) ** (k / 2) for k in range(2, N + 1)))
+        assert c.A * ((1 + c.beta) ** p + c.alpha ** p) <= c.alpha * (1 + 1e-12)
+        if p > 0:  # alpha* is the smallest such alpha
+            a = 0.999 * c.alpha
+            assert c.A * ((1 + c.beta) ** p + a ** p) > a
+        assert c.norm_power_bound(0).item() == pytest.approx(c.beta)
+        lb = c.eta_sum_lower_bound(100)
+        assert lb.shape == (100,) and (lb.diff() > 0).all()

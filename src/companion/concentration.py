@@ -1,0 +1,201 @@
+"""Uniform concentration of the gated second moment (paper B, Theorem 10 and Lemma 11; Chapter 12).
+
+For data ``x_1..x_n ~ N(0, I_d)`` and a pair of directions ``(w, w*)``,
+
+    M̂(w, w*) = (1/n) Σ_i 1{x_iᵀw ≥ 0} 1{x_iᵀw* ≥ 0} x_i x_iᵀ,     M(w, w*) = E M̂(w, w*)
+
+(the closed form is :func:`companion.population.gate_second_moment`). Theorem 10 bounds
+``δ* = sup_{w, w*} ‖M̂(w, w*) − M(w, w*)‖_op``. The supremum over the sphere pair cannot be computed: as a
+function of ``(w, w*)``, ``M̂`` is piecewise constant (it changes only when a gate flips, i.e. when ``w`` or ``w*``
+crosses one of the ``n`` hyperplanes ``x_iᵀ · = 0``), while ``M`` is smooth. So the deviation is piecewise smooth
+with jumps, and gradient methods do not apply. We estimate ``δ*`` **from below**:
+
+* every value we report is the exact deviation at an explicit pair, so it is a certified lower bound on ``δ*``
+  for that data set — the search only chooses which pairs to evaluate;
+* :func:`search_sup` first evaluates many uniformly random pairs, then runs a batched (1+λ) evolution strategy
+  from the best of them: each chain proposes λ nearby pairs (``w ← normalise(w + s ξ)`` and likewise ``w*``,
+  ``ξ`` Gaussian), moves to the best proposal only if it increases the deviation (accept-if-better, so the value
+  never decreases) and adapts its step ``s`` (×1.5 after a success, ×0.5 after a failure). Small steps move a pair
+  across a few hyperplanes — to a nearby sign pattern — where the deviation can jump up; no derivative is used;
+* :func:`random_search` is the baseline with the same number of evaluations, all uniformly random.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import torch
+from torch import Tensor
+
+from . import population, validation
+
+
+def _unit(u: Tensor) -> Tensor:
+    return u / u.norm(dim=-1, keepdim=True)
+
+
+def _check_pairs(X: Tensor, u: Tensor, w: Tensor) -> None:
+    validation.tensor("X", X, ndim=2)
+    validation.tensor("u", u, ndim=2)
+    validation.tensor("w", w, ndim=2)
+    if u.shape != w.shape:
+        raise ValueError(f"u and w must have the same shape (B, d), got {tuple(u.shape)} and {tuple(w.shape)}")
+    if u.shape[1] != X.shape[1]:
+        raise ValueError(f"pairs have dimension {u.shape[1]} but X has d = {X.shape[1]}")
+    validation.same_device(X=X, u=u, w=w)
+
+
+def _chunk(n: int, d: int, B: int, budget: int = 20_000_000) -> int:
+    return max(1, min(B, budget // max(n * d, 1)))
+
+
+def empirical_gate_moment(X: Tensor, u: Tensor, w: Tensor) -> Tensor:
+    """``M̂(u_b, w_b) = (1/n) Σ_i 1{x_iᵀu_b ≥ 0} 1{x_iᵀw_b ≥ 0} x_i x_iᵀ`` for every pair ``b`` (paper B, Section 6.7;
+    Chapter 12). ``X``: ``(n, d)``; ``u, w``: ``(B, d)`` → ``(B, d, d)``. Computed in chunks of pairs."""
+    _check_pairs(X, u, w)
+    n, d = X.shape
+    gates = ((X @ u.T) >= 0) & ((X @ w.T) >= 0)                     # (n, B)
+    out = []
+    step = _chunk(n, d, u.shape[0])
+    for s in range(0, u.shape[0], step):
+        g = gates[:, s:s + step].T.to(X.dtype)                      # (b, n)
+        Xg = g.unsqueeze(-1) * X                                    # (b, n, d)
+        out.append(Xg.transpose(1, 2) @ X / n)
+    return torch.cat(out, 0)
+
+
+def deviation(X: Tensor, u: Tensor, w: Tensor) -> Tensor:
+    """``‖M̂(u_b, w_b) − M(u_b, w_b)‖_op`` for every pair, shape ``(B,)`` (Theorem 10's quantity; Chapter 12).
+    ``M`` from :func:`companion.population.gate_second_moment`."""
+    _check_pairs(X, u, w)
+    n, d = X.shape
+    out = []
+    step = _chunk(n, d, u.shape[0])
+    for s in range(0, u.shape[0], step):
+        diff = empirical_gate_moment(X, u[s:s + step], w[s:s + step]) - population.gate_second_moment(u[s:s + step], w[s:s + step])
+        out.append(_sym_opnorm(diff))
+    return torch.cat(out, 0)
+
+
+def _sym_opnorm(A: Tensor) -> Tensor:
+    """Operator norm of a batch of symmetric matrices ``(B, d, d) → (B,)``. On a CPU through NumPy's LAPACK:
+    torch's batched float64 ``eigvalsh`` there can be tens of times slower when the cores are shared (OpenMP
+    threads spinning), which we measured on the book's 2-core build machine."""
+    if A.device.type == "cpu":
+        ev = np.linalg.eigvalsh(A.numpy())
+        return torch.as_tensor(np.abs(ev).max(-1), dtype=A.dtype)
+    return torch.linalg.eigvalsh(A).abs().amax(-1)
+
+
+def random_pairs(B: int, d: int, *, generator: torch.Generator | None = None, like: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """``B`` pairs ``(u, w)`` uniform on the sphere pair, each ``(B, d)`` (Chapter 12)."""
+    validation.positive_int("B", B)
+    validation.positive_int("d", d)
+    kw = {} if like is None else {"dtype": like.dtype, "device": like.device}
+    return (_unit(torch.randn(B, d, generator=generator, **kw)), _unit(torch.randn(B, d, generator=generator, **kw)))
+
+
+def random_search(X: Tensor, evaluations: int, *, generator: torch.Generator | None = None) -> Tensor:
+    """Baseline lower bound on ``δ*``: the largest deviation over ``evaluations`` uniformly random pairs, as a
+    running maximum of shape ``(evaluations,)`` (Chapter 12)."""
+    validation.tensor("X", X, ndim=2)
+    validation.positive_int("evaluations", evaluations)
+    u, w = random_pairs(evaluations, X.shape[1], generator=generator, like=X)
+    return torch.cummax(deviation(X, u, w), 0).values
+
+
+def search_sup(X: Tensor, *, initial: int = 256, chains: int = 8, proposals: int = 8, rounds: int = 20,
+               step: float = 0.3, generator: torch.Generator | None = None, extra_pairs: tuple[Tensor, Tensor] | None = None) -> dict:
+    """Lower bound on ``δ* = sup ‖M̂ − M‖_op`` by random start + accept-if-better local search (see module
+    docstring; Theorem 10, Chapter 12).
+
+    ``initial`` random pairs (plus ``extra_pairs`` if given, e.g. pairs met along a GD trajectory) are evaluated; the
+    best ``chains`` start a batched (1+λ) evolution strategy with λ = ``proposals`` for ``rounds`` rounds.
+    Returns ``{"value": float, "u": (d,), "w": (d,), "trace": (evaluations,) running maximum, "evaluations": int}``.
+    Every evaluated value is an exact deviation, so ``value`` (and every entry of ``trace``) is a lower bound.
+    """
+    validation.tensor("X", X, ndim=2)
+    for name, v in (("initial", initial), ("chains", chains), ("proposals", proposals), ("rounds", rounds)):
+        validation.positive_int(name, v)
+    if chains > initial:
+        raise ValueError(f"chains ({chains}) cannot exceed initial ({initial})")
+    validation.nonnegative("step", step)
+    d = X.shape[1]
+    u, w = random_pairs(initial, d, generator=generator, like=X)
+    if extra_pairs is not None:
+        eu, ew = extra_pairs
+        u, w = torch.cat([u, _unit(eu)]), torch.cat([w, _unit(ew)])
+    vals = deviation(X, u, w)
+    trace = [vals]
+    best = torch.topk(vals, chains).indices
+    cu, cw, cv = u[best], w[best], vals[best]
+    s = torch.full((chains,), step, dtype=X.dtype, device=X.device)
+    for _ in range(rounds):
+        xi = torch.randn(2, chains, proposals, d, generator=generator, dtype=X.dtype, device=X.device) / math.sqrt(d)
+        pu = _unit(cu.unsqueeze(1) + s.view(-1, 1, 1) * xi[0])
+        pw = _unit(cw.unsqueeze(1) + s.view(-1, 1, 1) * xi[1])
+        pv = deviation(X, pu.reshape(-1, d), pw.reshape(-1, d)).view(chains, proposals)
+        trace.append(pv.reshape(-1))
+        top, idx = pv.max(1)
+        ok = top > cv
+        ar = torch.arange(chains, device=X.device)
+        cu = torch.where(ok[:, None], pu[ar, idx], cu)
+        cw = torch.where(ok[:, None], pw[ar, idx], cw)
+        cv = torch.where(ok, top, cv)
+        s = torch.where(ok, s * 1.5, s * 0.5).clamp(1e-4, 2.0)
+    trace = torch.cummax(torch.cat(trace), 0).values
+    b = int(cv.argmax())
+    return {"value": float(cv[b]), "u": cu[b], "w": cw[b], "trace": trace, "evaluations": int(trace.numel())}
+
+
+# ------------------------------------------------------------------------------------------ Lemma 11
+def gradient_gap_ratio(W: Tensor, v: Tensor, X: Tensor, a: Tensor) -> dict:
+    """Lemma 11's ratio along a trajectory (paper B; Chapter 12), for ``k = 2`` with signed ``v = [+v1, −v2]``.
+
+    With ``h1 = v1 w1 − a``, ``h2 = v2 w2 + a`` (the paper's notation, ``v_i > 0``), error ``e = ‖h1‖ + ‖h2‖``:
+    ``ratio_i = ‖∇̂_{w_i} L − ∇_{w_i} L‖ / (v_i e)``, empirical gradient from
+    :func:`companion.relunet.loss_and_grad`, population gradient from :func:`companion.population.gradient`.
+    ``W``: ``(E, 2, d)``, ``v``: ``(E, 2)``, ``X``: ``(n, d)``, ``a``: ``(d,)``. Returns ``{"ratio": (E, 2),
+    "gap": (E, 2), "error": (E,)}``. Lemma 11 says ``ratio ≤ δ`` with ``δ`` from Theorem 10.
+    """
+    from . import relunet
+    validation.tensor("W", W, ndim=3)
+    validation.tensor("v", v, ndim=2)
+    if W.shape[1] != 2 or v.shape != W.shape[:2]:
+        raise ValueError(f"need k = 2: W (E, 2, d) and v (E, 2), got {tuple(W.shape)} and {tuple(v.shape)}")
+    if not bool(((v[:, 0] > 0) & (v[:, 1] < 0)).all()):
+        raise ValueError("Lemma 11 is stated for the sign pattern v = [+v1, -v2] with v1, v2 > 0")
+    Y = X @ a
+    _, gW_emp, _ = relunet.loss_and_grad(W, v, X, Y)
+    _, gW_pop = population.gradient(v, W, a)
+    gap = (gW_emp - gW_pop).norm(dim=-1)
+    h1 = v[:, 0:1] * W[:, 0] - a
+    h2 = v[:, 1:2].abs() * W[:, 1] + a
+    err = h1.norm(dim=-1) + h2.norm(dim=-1)
+    return {"ratio": gap / (v.abs() * err.unsqueeze(-1)), "gap": gap, "error": err}
+
+
+def path_deviation(W: Tensor, v: Tensor, X: Tensor, a: Tensor, points: int = 33) -> Tensor:
+    """The largest ``‖M̂ − M‖_op`` over the pairs that Lemma 11's proof integrates over (Chapter 12): for neuron
+    ``w_1`` the pairs ``(a + t h1, w1)`` and ``(−a + t h2, w1)``, for ``w_2`` the pairs ``(a + t h1, w2)`` and
+    ``(−a + t h2, w2)``, ``t`` on a grid of ``points`` values in ``[0, 1]``. Since
+    ``∇̂_{w1} − ∇_{w1} = v1 [∫ (M̂ − M)(a + t h1, w1) dt h1 − ∫ (M̂ − M)(−a + t h2, w1) dt h2]`` (and likewise for
+    ``w2``), ``ratio_i ≤ sup_t`` of these deviations. Returns ``(E, 2)`` (per neuron)."""
+    validation.positive_int("points", points)
+    E, _, d = W.shape
+    t = torch.linspace(0, 1, points, dtype=W.dtype, device=W.device).view(1, -1, 1)
+    h1 = (v[:, 0:1] * W[:, 0] - a).unsqueeze(1)
+    h2 = (v[:, 1:2].abs() * W[:, 1] + a).unsqueeze(1)
+    p1 = a + t * h1                                                     # (E, T, d)
+    p2 = -a + t * h2
+    out = []
+    for i in range(2):
+        wi = W[:, i].unsqueeze(1).expand_as(p1)
+        u = torch.cat([p1, p2], 1).reshape(-1, d)
+        ww = torch.cat([wi, wi], 1).reshape(-1, d)
+        ok = u.norm(dim=-1) > 0
+        dev = torch.zeros(u.shape[0], dtype=W.dtype, device=W.device)
+        dev[ok] = deviation(X, u[ok], ww[ok])
+        out.append(dev.view(E, -1).max(1).values)
+    return torch.stack(out, -1)

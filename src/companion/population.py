@@ -181,8 +181,41 @@ def _check_net(v: Tensor, W: Tensor, a: Tensor) -> Tensor:
     return a
 
 
+def _pairwise(W: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Shared per-network quantities: norms ``(..., k)``, unit rows ``(..., k, d)``, nonzero mask ``(..., k)``
+    and Kahan angles ``θ_ij`` ``(..., k, k)`` (π/2 where a neuron is zero)."""
+    sq = (W * W).sum(-1)
+    nz = sq > _tiny(W)
+    n = torch.sqrt(torch.clamp(sq, min=_tiny(W)))
+    ub = torch.where(nz[..., None], W / n[..., None], torch.zeros_like(W))
+    ui, uj = ub[..., :, None, :], ub[..., None, :, :]
+    th = 2.0 * torch.atan2(_safe_norm(ui - uj), _safe_norm(ui + uj))
+    both = nz[..., :, None] & nz[..., None, :]
+    th = torch.where(both, th, torch.full_like(th, math.pi / 2))
+    return torch.where(nz, n, torch.zeros_like(n)), ub, nz, th
+
+
+def _K_G(W: Tensor, need_G: bool = True) -> tuple[Tensor, Tensor | None, tuple]:
+    """``K_ij = k(w_i, w_j)`` ``(..., k, k)`` and ``G[l, j] = g(w_l, w_j)`` ``(..., k, k, d)`` from one pass."""
+    pw = _pairwise(W)
+    n, ub, nz, th = pw
+    K = n[..., :, None] * n[..., None, :] * J(th) / TWO_PI
+    if not need_G:
+        return K, None, pw
+    G = ((n[..., None, :] * torch.sin(th))[..., None] * ub[..., :, None, :]
+         + (math.pi - th)[..., None] * W[..., None, :, :]) / TWO_PI
+    G = torch.where(nz[..., :, None, None], G, torch.zeros_like(G))
+    return K, G, pw
+
+
 def _K(W: Tensor) -> Tensor:
-    return _kernel(W[..., :, None, :], W[..., None, :, :])
+    return _K_G(W, need_G=False)[0]
+
+
+def _loss_from(v: Tensor, W: Tensor, a: Tensor, K: Tensor) -> Tensor:
+    quad = torch.einsum("...i,...ij,...j->...", v, K, v)
+    lin = (v * torch.einsum("...kd,...d->...k", W, a)).sum(-1)
+    return 0.5 * quad - 0.5 * lin + 0.5 * (a * a).sum(-1)
 
 
 def loss(v: Tensor, W: Tensor, a: Tensor) -> Tensor:
@@ -192,9 +225,7 @@ def loss(v: Tensor, W: Tensor, a: Tensor) -> Tensor:
     Autograd-differentiable (twice, away from exactly aligned neurons).
     """
     _check_net(v, W, a)
-    quad = torch.einsum("...i,...ij,...j->...", v, _K(W), v)
-    lin = (v * torch.einsum("...kd,...d->...k", W, a)).sum(-1)
-    return 0.5 * quad - 0.5 * lin + 0.5 * (a * a).sum(-1)
+    return _loss_from(v, W, a, _K(W))
 
 
 def gradient(v: Tensor, W: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
@@ -204,16 +235,15 @@ def gradient(v: Tensor, W: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
     ``g = relu_kernel_grad``. Returns ``(grad_v (..., k), grad_W (..., k, d))``.
     """
     _check_net(v, W, a)
-    return _gradient(v, W, a)
+    return _loss_gradient(v, W, a)[1:]
 
 
-def _gradient(v: Tensor, W: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
-    K = _K(W)
-    G = _kernel_grad(W[..., :, None, :], W[..., None, :, :])          # (..., k, k, d): G[l, j] = g(w_l, w_j)
+def _loss_gradient(v: Tensor, W: Tensor, a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    K, G, (_, _, nz, _) = _K_G(W)
     gv = torch.einsum("...ij,...j->...i", K, v) - 0.5 * torch.einsum("...kd,...d->...k", W, a)
     inner = torch.einsum("...ljd,...j->...ld", G, v) - 0.5 * a[..., None, :]   # E[r 1{w_l x > 0} x]
-    inner = torch.where((W != 0).any(-1, keepdim=True), inner, torch.zeros_like(inner))  # gate of w = 0 is 0
-    return gv, v[..., None] * inner
+    inner = torch.where(nz[..., None], inner, torch.zeros_like(inner))          # gate of w = 0 is 0
+    return _loss_from(v, W, a, K), gv, v[..., None] * inner
 
 
 def hessian(v: Tensor, W: Tensor, a: Tensor) -> Tensor:
@@ -236,8 +266,7 @@ def hessian(v: Tensor, W: Tensor, a: Tensor) -> Tensor:
     W = W.expand(*batch, k, d)
     a = a.expand(*batch, d)
     Wl, Wm = W[..., :, None, :], W[..., None, :, :]
-    K = _K(W)                                                         # (..., k, k)
-    G = _kernel_grad(Wl, Wm)                                          # (..., k, k, d)
+    K, G, _ = _K_G(W)                                                 # (..., k, k), (..., k, k, d)
     inner = torch.einsum("...ljd,...j->...ld", G, v) - 0.5 * a[..., None, :]   # E[r 1{w_l x > 0} x], (..., k, d)
     inner = torch.where((W != 0).any(-1, keepdim=True), inner, torch.zeros_like(inner))
     eye_k = torch.eye(k, dtype=W.dtype, device=W.device)
@@ -323,12 +352,14 @@ def effective_error(v: Tensor, W: Tensor, a: Tensor) -> Tensor:
 
 
 def loss_and_grad(a: Tensor) -> Callable[[list[Tensor]], tuple[Tensor, list[Tensor]]]:
-    """For :func:`companion.gd.run`: ``params = [v (E, k), W (E, k, d)] → (loss (E,), [grad_v, grad_W])`` (population GD)."""
+    """For :func:`companion.gd.run`: ``params = [v (E, k), W (E, k, d)] → (loss (E,), [grad_v, grad_W])`` (population GD).
+
+    Shapes are checked once per call by the engine's finiteness test only (no per-step validation, for speed)."""
+    validation.tensor("a", a, ndim=(1, 2))
     def fn(params):
         v, W = params
-        _check_net(v, W, a)
-        gv, gW = _gradient(v, W, a)
-        return loss(v, W, a), [gv, gW]
+        L, gv, gW = _loss_gradient(v, W, a)
+        return L, [gv, gW]
     return fn
 
 
@@ -337,12 +368,13 @@ def loss_and_grad_fixed_v(v: Tensor, a: Tensor) -> Callable[[list[Tensor]], tupl
 
     ``v``: ``(k,)`` or ``(E, k)`` signed output weights (Figure 1 uses ``v = [1, −1]``).
     """
+    validation.tensor("a", a, ndim=(1, 2))
+    validation.tensor("v", v, ndim=(1, 2))
     def fn(params):
         (W,) = params
         vv = v.expand(W.shape[:-1])
-        _check_net(vv, W, a)
-        _, gW = _gradient(vv, W, a)
-        return loss(vv, W, a), [gW]
+        L, _, gW = _loss_gradient(vv, W, a)
+        return L, [gW]
     return fn
 
 

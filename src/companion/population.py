@@ -416,3 +416,105 @@ def network_mc(v: Tensor, W: Tensor, a: Tensor, x: Tensor) -> tuple[Tensor, Tens
     """Per-sample network output and residual on inputs ``x (B, d)``: ``(f (..., B), r = f − aᵀx (..., B))``."""
     f = torch.einsum("...k,...kb->...b", v, torch.relu(torch.einsum("...kd,bd->...kb", W, x)))
     return f, f - torch.einsum("...d,bd->...b", a, x)
+
+
+# --------------------------------------------------------------------------------------------- Theorem 1
+def find_stationary(v: Tensor, W: Tensor, a: Tensor, iters: int = 100, damping: float = 1e-3) -> tuple[Tensor, Tensor, Tensor]:
+    """Search for stationary points with nonzero neurons by batched Levenberg–Marquardt (Theorem 1, Chapter 6).
+
+    Minimises ``‖ρ(θ)‖²`` for the scaled gradient ``ρ = (∇_{v_l}L/‖w_l‖, ∇_{w_l}L/v_l)_l`` (proof D.1's
+    ``[1/v1, 1/v2] ∇_W L``): its zeros with ``v_l, w_l ≠ 0`` are exactly the stationary points, but unlike
+    ``‖∇L‖²`` it does not vanish on the degenerate set ``v_l = 0``. Its Jacobian comes from the closed-form
+    Hessian by the product rule. A step solves ``(JᵀJ + λI) δ = −Jᵀρ`` and is kept only if ``‖ρ‖`` decreases
+    (then λ ÷ 3, else λ × 4). ``v (E, k)``, ``W (E, k, d)``, ``a (d,)``.
+    Returns ``(v, W, ‖∇L‖ (E,))`` at the end (the *unscaled* gradient norm, for classification).
+    """
+    _check_net(v, W, a)
+    validation.positive_int("iters", iters)
+    k, d = W.shape[-2], W.shape[-1]
+    p = k + k * d
+    theta = flatten_params(v, W).clone()
+    lam = torch.full(theta.shape[:-1], float(damping), dtype=theta.dtype, device=theta.device)
+    eye = torch.eye(p, dtype=theta.dtype, device=theta.device)
+
+    def rho_and_jac(th, with_jac=True):
+        vv, WW = unflatten_params(th, k, d)
+        gv, gW = _loss_gradient(vv, WW, a)[1:]
+        n = WW.norm(dim=-1)                                        # (E, k)
+        scale = torch.cat([1 / n[..., :, None].expand(*n.shape, 1), (1 / vv)[..., :, None].expand(*vv.shape, d)], -1)
+        rho = torch.cat([gv / n, (gW / vv[..., None]).flatten(-2)], -1)
+        if not with_jac:
+            return rho, None, gv, gW
+        H = hessian(vv, WW, a)
+        Jm = H * torch.cat([1 / n, (1 / vv)[..., None].expand(*vv.shape, d).flatten(-2)], -1)[..., :, None]
+        wb = WW / n[..., None]
+        for l in range(k):                                         # d/dw_l of 1/‖w_l‖ and d/dv_l of 1/v_l
+            Jm[..., l, k + l * d:k + (l + 1) * d] -= (gv[..., l] / n[..., l] ** 2)[..., None] * wb[..., l, :]
+            Jm[..., k + l * d:k + (l + 1) * d, l] -= gW[..., l, :] / vv[..., l:l + 1] ** 2
+        return rho, Jm, gv, gW
+
+    rho, Jm, _, _ = rho_and_jac(theta)
+    rn = rho.norm(dim=-1)
+    for _ in range(iters):
+        JT = Jm.transpose(-1, -2)
+        step = -torch.linalg.solve(JT @ Jm + lam[..., None, None] * eye, (JT @ rho[..., None]))[..., 0]
+        new = theta + step
+        rho_new, J_new, _, _ = rho_and_jac(new)
+        rn_new = rho_new.norm(dim=-1)
+        ok = torch.isfinite(rn_new) & (rn_new < rn) & torch.isfinite(J_new).flatten(-2).all(-1)
+        theta = torch.where(ok[..., None], new, theta)
+        rho = torch.where(ok[..., None], rho_new, rho)
+        Jm = torch.where(ok[..., None, None], J_new, Jm)
+        rn = torch.where(ok, rn_new, rn)
+        lam = torch.where(ok, lam / 3, lam * 4).clamp(1e-15, 1e12)
+    v_out, W_out = unflatten_params(theta, k, d)
+    gv, gW = _loss_gradient(v_out, W_out, a)[1:]
+    return v_out, W_out, flatten_params(gv, gW).norm(dim=-1)
+
+
+CLASSES = ("global optimum", "Theorem 1 saddle (c > 0)", "Theorem 1 saddle (c < -1)",
+           "saddle family, same-sign outputs (outside Theorem 1)", "a neuron contributes nothing (excluded)",
+           "not converged", "unclassified stationary point")
+
+
+def classify_stationary(v: Tensor, W: Tensor, a: Tensor, grad_norm: Tensor, *, grad_tol: float = 1e-9,
+                        tol: float = 1e-6) -> tuple[list[str], Tensor]:
+    """Classify k = 2 points by Theorem 1 (Chapter 6); returns ``(labels (E,), c (E,))`` (c NaN where undefined).
+
+    In the signed convention the optimum has effective weights ``v_i w_i = a`` for both neurons, one with
+    ``w ∥ a``, one with ``w ∥ −a``; the saddle family has both neurons parallel to the same ``s·a`` and
+    ``v1 w1 + v2 w2 = a``. With opposite output signs (paper's ``v1, v2 > 0``) this is Theorem 1's
+    ``v1 w1 = (c + 1) a, v2 w2 = c a`` with ``c = (v₊ w₊)ᵀa/‖a‖² − 1`` (``+``: the neuron with positive output).
+    """
+    if v.shape[-1] != 2:
+        raise ValueError("Theorem 1 is about k = 2")
+    na = a.norm()
+    ab = a / na
+    L = loss(v, W, a)
+    nw = W.norm(dim=-1)
+    eff = v[..., None] * W                                     # (E, 2, d)
+    along = W @ ab                                             # (E, 2)
+    perp = (W - along[..., None] * ab).norm(dim=-1)            # (E, 2)
+    parallel = perp <= tol * nw.clamp_min(1e-300)
+    side = torch.sign(along)
+    tiny = (eff.norm(dim=-1) <= tol * na)
+    sum_ok = (eff.sum(-2) - a).norm(dim=-1) <= tol * na
+    pos = torch.where(v[..., 0] > 0, 0, 1)
+    c = (eff.gather(-2, pos[..., None, None].expand(-1, 1, W.shape[-1]))[..., 0, :] @ a) / na ** 2 - 1
+    labels = []
+    for e in range(v.shape[0]):
+        if not grad_norm[e] <= grad_tol * na * max(1.0, float(flatten_params(v[e], W[e]).norm())):
+            labels.append(CLASSES[5])
+        elif L[e] <= tol ** 2 * na ** 2:
+            labels.append(CLASSES[0])
+        elif bool(tiny[e].any()):
+            labels.append(CLASSES[4])
+        elif bool(parallel[e].all()) and side[e, 0] == side[e, 1] and bool(sum_ok[e]):
+            if v[e, 0] * v[e, 1] < 0:
+                labels.append(CLASSES[1] if c[e] > 0 else CLASSES[2] if c[e] < -1 else CLASSES[6])
+            else:
+                labels.append(CLASSES[3])
+        else:
+            labels.append(CLASSES[6])
+    c = torch.where(torch.tensor([l in CLASSES[1:3] for l in labels], device=c.device), c, torch.nan)
+    return labels, c

@@ -452,3 +452,28 @@ def make_population_loss_and_grad(target: Tensor) -> Callable:
         return value, [gW, gV]
 
     return fn
+
+
+def growth_sign(W: Tensor, v: Tensor, a: Tensor, X: Tensor | None = None) -> Tensor:
+    """The sign each ``v_i`` ends the small-initialisation phase with (Section 4's failure mechanism; Chapter 9).
+
+    Near the origin the loss is ``L ≈ ½‖a‖² − Σ_i v_i w_iᵀ c_i`` with ``c_i = E[1{w_iᵀx > 0} x xᵀ] a`` (``= a/2``
+    for the population; ``(1/n) Σ_j 1{w_iᵀx_j > 0} x_j x_jᵀ a`` for data ``X (n, d)``), so GD moves
+    ``(v_i, w_iᵀĉ_i)`` by ``μ‖c_i‖ [[0, 1], [1, 0]]``: the mode ``v_i + w_iᵀĉ_i`` grows by ``1 + μ‖c_i‖`` per
+    step and ``v_i − w_iᵀĉ_i`` decays. The sign of ``v_i`` after the growth phase is therefore
+    ``sign(v_i(0) + w_i(0)ᵀĉ_i)``, which differs from ``sign(v_i(0))`` when ``|v_i(0)| < |w_i(0)ᵀĉ_i|``
+    (possible whenever ``‖w_i‖ > |v_i|``, e.g. Xavier initialisation). ``W (E, k, d)``, ``v (E, k)``,
+    ``a (d,)`` → ``(E, k)`` of ±1.
+    """
+    validation.tensor("W", W, ndim=3)
+    validation.tensor("v", v, ndim=2)
+    validation.tensor("a", a, ndim=1)
+    if X is None:
+        c = (a / 2).expand_as(W)
+    else:
+        validation.tensor("X", X, ndim=2)
+        E, k, d = W.shape
+        mask = (X @ W.reshape(E * k, d).T > 0).to(X.dtype)                     # (n, E·k)
+        c = ((mask * (X @ a).unsqueeze(1)).T @ X / X.shape[0]).view(E, k, d)
+    chat = c / c.norm(dim=-1, keepdim=True)
+    return torch.sign(v + (W * chat).sum(-1))

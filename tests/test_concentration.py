@@ -1,0 +1,96 @@
+"""Unit tests of companion.concentration (paper B, Theorem 10 and Lemma 11; Chapter 12)."""
+import math
+
+import pytest
+import torch
+
+from companion import concentration as cc, population, relunet
+
+DT = torch.float64
+
+
+def _X(gen, n, d):
+    return torch.randn(n, d, generator=gen, dtype=DT)
+
+
+def test_empirical_moment_matches_definition_and_its_mean(gen):
+    X = _X(gen, 50, 4)
+    u, w = cc.random_pairs(3, 4, generator=gen, like=X)
+    M = cc.empirical_gate_moment(X, u, w)
+    for b in range(3):
+        ref = sum(float((x @ u[b] >= 0) and (x @ w[b] >= 0)) * torch.outer(x, x) for x in X) / 50
+        assert torch.allclose(M[b], ref, atol=1e-14)
+    big = _X(gen, 400_000, 4)
+    assert (cc.empirical_gate_moment(big, u, w) - population.gate_second_moment(u, w)).abs().max() < 0.01
+
+
+def test_deviation_is_the_operator_norm(gen):
+    X = _X(gen, 30, 5)
+    u, w = cc.random_pairs(4, 5, generator=gen, like=X)
+    diff = cc.empirical_gate_moment(X, u, w) - population.gate_second_moment(u, w)
+    assert torch.allclose(cc.deviation(X, u, w), torch.linalg.matrix_norm(diff, ord=2), rtol=1e-12)
+
+
+def test_search_is_a_certified_monotone_lower_bound(gen):
+    X = _X(gen, 60, 6)
+    res = cc.search_sup(X, initial=32, chains=4, proposals=4, rounds=6, generator=gen)
+    tr = res["trace"]
+    assert res["evaluations"] == 32 + 4 * 4 * 6 == tr.numel()
+    assert torch.all(tr[1:] >= tr[:-1])
+    assert math.isclose(res["value"], float(tr[-1]))
+    exact = float(cc.deviation(X, res["u"][None], res["w"][None])[0])      # the value is attained at the pair
+    assert math.isclose(res["value"], exact, rel_tol=1e-12)
+    assert res["value"] >= float(tr[31])                                  # never below its random start
+
+
+def test_deviation_shrinks_with_n(gen):
+    d = 5
+    small = cc.search_sup(_X(gen, 25, d), initial=64, chains=2, proposals=4, rounds=4, generator=gen)["value"]
+    large = cc.search_sup(_X(gen, 2500, d), initial=64, chains=2, proposals=4, rounds=4, generator=gen)["value"]
+    assert large < small / 3                                               # ~ sqrt(100) = 10 in theory
+
+
+def _state(gen, d=6, E=3, scale=0.3):
+    a = relunet.unit_target(d, dtype=DT, device="cpu")
+    W = torch.stack([a, -a]).expand(E, 2, d) + scale * torch.randn(E, 2, d, generator=gen, dtype=DT)
+    v = torch.tensor([1.0, -1.0], dtype=DT).expand(E, 2) * (1 + 0.1 * torch.rand(E, 2, generator=gen, dtype=DT))
+    return W.contiguous(), v.contiguous(), a
+
+
+def test_lemma11_integral_identity_and_ratio_bound(gen):
+    """The proof's identity: grad gap = v1 [∫(M̂−M)(a + t h1, w1) dt h1 − ∫(M̂−M)(−a + t h2, w1) dt h2]."""
+    W, v, a = _state(gen)
+    X = _X(gen, 400, 6)
+    out = cc.gradient_gap_ratio(W, v, X, a)
+    _, gW_emp, _ = relunet.loss_and_grad(W, v, X, X @ a)
+    _, gW_pop = population.gradient(v, W, a)
+    T = 2001
+    t = (torch.arange(T, dtype=DT) + 0.5) / T                                # midpoint rule
+    for e in range(W.shape[0]):
+        h1 = v[e, 0] * W[e, 0] - a
+        h2 = v[e, 1].abs() * W[e, 1] + a
+        w1 = W[e, 0].expand(T, -1)
+        D1 = cc.empirical_gate_moment(X, a + t[:, None] * h1, w1) - population.gate_second_moment(a + t[:, None] * h1, w1)
+        D2 = cc.empirical_gate_moment(X, -a + t[:, None] * h2, w1) - population.gate_second_moment(-a + t[:, None] * h2, w1)
+        pred = v[e, 0] * (D1.mean(0) @ h1 - D2.mean(0) @ h2)
+        assert torch.allclose(gW_emp[e, 0] - gW_pop[e, 0], pred, atol=2e-3 * pred.norm())
+    path = cc.path_deviation(W, v, X, a, points=65)
+    assert torch.all(out["ratio"] <= 1.05 * path)
+
+
+def test_bad_inputs(gen):
+    X = _X(gen, 10, 3)
+    u, w = cc.random_pairs(2, 3, generator=gen, like=X)
+    with pytest.raises(ValueError, match="same shape"):
+        cc.deviation(X, u, w[:1])
+    with pytest.raises(ValueError, match="dimension"):
+        cc.deviation(_X(gen, 10, 4), u, w)
+    with pytest.raises(ValueError, match="chains"):
+        cc.search_sup(X, initial=2, chains=4)
+    with pytest.raises(ValueError, match="rounds"):
+        cc.search_sup(X, rounds=0)
+    W, v, a = _state(gen, d=3)
+    with pytest.raises(ValueError, match="sign pattern"):
+        cc.gradient_gap_ratio(W, v.abs(), X, a)
+    with pytest.raises(ValueError, match="k = 2"):
+        cc.gradient_gap_ratio(W[:, :1], v[:, :1], X, a)

@@ -94,3 +94,14 @@ def test_bad_inputs(gen):
         cc.gradient_gap_ratio(W, v.abs(), X, a)
     with pytest.raises(ValueError, match="k = 2"):
         cc.gradient_gap_ratio(W[:, :1], v[:, :1], X, a)
+
+
+def test_per_member_data_matches_shared(gen):
+    W, v, a = _state(gen, d=5, E=2)
+    X = torch.randn(2, 40, 5, generator=gen, dtype=DT)
+    both = cc.gradient_gap_ratio(W, v, X, a)["ratio"]
+    for e in range(2):
+        one = cc.gradient_gap_ratio(W[e:e + 1], v[e:e + 1], X[e], a)["ratio"]
+        assert torch.allclose(both[e], one[0], rtol=1e-12)
+    pd = cc.path_deviation(W, v, X, a, points=5)
+    assert torch.allclose(pd[1], cc.path_deviation(W[1:], v[1:], X[1], a, points=5)[0])

@@ -156,7 +156,8 @@ def gradient_gap_ratio(W: Tensor, v: Tensor, X: Tensor, a: Tensor) -> dict:
     With ``h1 = v1 w1 − a``, ``h2 = v2 w2 + a`` (the paper's notation, ``v_i > 0``), error ``e = ‖h1‖ + ‖h2‖``:
     ``ratio_i = ‖∇̂_{w_i} L − ∇_{w_i} L‖ / (v_i e)``, empirical gradient from
     :func:`companion.relunet.loss_and_grad`, population gradient from :func:`companion.population.gradient`.
-    ``W``: ``(E, 2, d)``, ``v``: ``(E, 2)``, ``X``: ``(n, d)``, ``a``: ``(d,)``. Returns ``{"ratio": (E, 2),
+    ``W``: ``(E, 2, d)``, ``v``: ``(E, 2)``, ``X``: ``(n, d)`` shared or ``(E, n, d)`` one data set per member,
+    ``a``: ``(d,)``. Returns ``{"ratio": (E, 2),
     "gap": (E, 2), "error": (E,)}``. Lemma 11 says ``ratio ≤ δ`` with ``δ`` from Theorem 10.
     """
     from . import relunet
@@ -166,6 +167,9 @@ def gradient_gap_ratio(W: Tensor, v: Tensor, X: Tensor, a: Tensor) -> dict:
         raise ValueError(f"need k = 2: W (E, 2, d) and v (E, 2), got {tuple(W.shape)} and {tuple(v.shape)}")
     if not bool(((v[:, 0] > 0) & (v[:, 1] < 0)).all()):
         raise ValueError("Lemma 11 is stated for the sign pattern v = [+v1, -v2] with v1, v2 > 0")
+    validation.tensor("X", X, ndim=(2, 3))
+    if X.ndim == 3 and X.shape[0] != W.shape[0]:
+        raise ValueError(f"per-member data must have {W.shape[0]} members, got {X.shape[0]}")
     Y = X @ a
     _, gW_emp, _ = relunet.loss_and_grad(W, v, X, Y)
     _, gW_pop = population.gradient(v, W, a)
@@ -181,9 +185,11 @@ def path_deviation(W: Tensor, v: Tensor, X: Tensor, a: Tensor, points: int = 33)
     ``w_1`` the pairs ``(a + t h1, w1)`` and ``(−a + t h2, w1)``, for ``w_2`` the pairs ``(a + t h1, w2)`` and
     ``(−a + t h2, w2)``, ``t`` on a grid of ``points`` values in ``[0, 1]``. Since
     ``∇̂_{w1} − ∇_{w1} = v1 [∫ (M̂ − M)(a + t h1, w1) dt h1 − ∫ (M̂ − M)(−a + t h2, w1) dt h2]`` (and likewise for
-    ``w2``), ``ratio_i ≤ sup_t`` of these deviations. Returns ``(E, 2)`` (per neuron)."""
+    ``w2``), ``ratio_i ≤ sup_t`` of these deviations. ``X``: ``(n, d)`` or ``(E, n, d)``. Returns ``(E, 2)``."""
     validation.positive_int("points", points)
     E, _, d = W.shape
+    if X.ndim == 3:
+        return torch.cat([path_deviation(W[e:e + 1], v[e:e + 1], X[e], a, points) for e in range(E)])
     t = torch.linspace(0, 1, points, dtype=W.dtype, device=W.device).view(1, -1, 1)
     h1 = (v[:, 0:1] * W[:, 0] - a).unsqueeze(1)
     h2 = (v[:, 1:2].abs() * W[:, 1] + a).unsqueeze(1)

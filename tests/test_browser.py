@@ -160,6 +160,7 @@ BAD_PAGE = """<!doctype html><html><head><title>bad</title></head><body><main>
 <div class="cell_output"><pre>VBox(children=(FloatSlider(value=0.1),))</pre></div>
 <script type="application/vnd.jupyter.widget-view+json">{"model_id": "abc"}</script>
 <div class="cell_output"><img src="transparent.png"></div>
+<div class="cell_output"><div class="output text_plain"><pre>&lt;matplotlib.legend.Legend at 0x7f335f322a10&gt;</pre></div></div>
 <script>undefinedFunction();</script>
 </main></body></html>"""
 
@@ -177,5 +178,5 @@ def test_checker_flags_a_broken_page(tmp_path):
                            log=lambda *_: None)
     text = "\n".join(res.problems)
     for expected in ("not typeset", "raw TeX", "images that did not load", "failed requests", "JavaScript exceptions",
-                     "traceback", "dead widget", "transparent background"):
+                     "traceback", "dead widget", "transparent background", "stray matplotlib"):
         assert expected in text, f"{expected!r} not flagged; problems were:\n{text}"

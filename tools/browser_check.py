@@ -8,7 +8,8 @@ For the landing page and every chapter in ``_toc.yml`` it serves ``HTML_DIR`` (d
   element left untypeset, no raw ``\\(``, ``\\[`` or ``$$`` in the text, no MathJax error (``mjx-merror``);
 * every image loaded (``naturalWidth > 0``), no failed request, no request leaving 127.0.0.1, no JS exception;
 * every figure in a cell output opaque (a transparent PNG puts black axis labels on the dark theme's background);
-* no cell output showing an error traceback, no dead widget placeholder;
+* no cell output showing an error traceback, no dead widget placeholder, no stray matplotlib return value
+  (``Text(0.5, 0.98, ...)``, ``<matplotlib.legend.Legend at 0x...>``) printed under a figure cell;
 * theorem boxes: as many sphinx-proof boxes of each kind as the chapter's source has ``prf:`` directives;
 * the Colab and Binder launch links and the ``.ipynb``/``.md`` download links present; the ``.ipynb`` targets end
   in ``.ipynb``, the download serves the chapter's paired notebook and the ``.md`` its source;
@@ -219,6 +220,9 @@ PAGE_REPORT_JS = r"""
     }).filter(Boolean),
     outputs: outputs.length,
     tracebacks: tracebacks,
+    strayReprs: q('.cell_output .output.text_plain').map(e => e.textContent.trim())
+      .filter(t => /^(<matplotlib\.[\w.]+ (object )?at 0x[0-9a-f]+>|\[<matplotlib\.|Text\(-?[\d.e+-]+, -?[\d.e+-]+, |<Figure size )/.test(t))
+      .map(t => t.slice(0, 80)),
     widgetScripts: document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length,
     widgetText: widgetText,
     proofs: q('div.proof').map(d => [...d.classList].filter(c => c !== 'proof' && c !== 'admonition')[0] || '?'),
@@ -386,6 +390,9 @@ def page_problems(name: str, res: PageResult, html_dir: Path, executed: bool, ro
         out.append(f"JavaScript exceptions: {res.exceptions[:3]}")
     if r["tracebacks"]:
         out.append(f"cell outputs with an error traceback: {[t[:120] for t in r['tracebacks'][:2]]}")
+    if r.get("strayReprs"):
+        out.append(f"stray matplotlib return values shown as output (end the cell with ';' or plt.show()): "
+                   f"{r['strayReprs'][:3]}")
     if r["widgetScripts"] or r["widgetText"]:
         out.append(f"dead widget placeholder(s): {r['widgetScripts']} widget-view scripts, text {r['widgetText'][:2]}")
     want = expected_proofs(name, root)

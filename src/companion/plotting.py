@@ -5,14 +5,46 @@ on a dark page), with labelled axes; :func:`use_style` is called by every chapte
 """
 from __future__ import annotations
 
+import sys
+
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 
 PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]  # Okabe-Ito
 
 
+def _display_nothing(obj) -> None:
+    return None
+
+
+def quiet_artist_reprs() -> bool:
+    """Under IPython, stop a cell that ends in ``ax.legend()``, ``fig.suptitle(...)``, ``ax.axhline(...)`` … from
+    printing the returned artist's repr (``<matplotlib.legend.Legend at 0x…>``, ``Text(0.5, 0.98, '…')``) under
+    its figure, on the website as in Jupyter/Colab, as a trailing ``;`` would. Figures (and everything else)
+    display as before; a *list* of artists (``ax.plot(...)`` as the last line) is not covered. Registered through
+    IPython's ``ipython_display_formatter`` for a few matplotlib artist types. Returns whether it was installed
+    (False outside IPython). Called by :func:`use_style`.
+    """
+    ip_mod = sys.modules.get("IPython")
+    shell = ip_mod.get_ipython() if ip_mod is not None else None
+    if shell is None or not hasattr(shell, "display_formatter"):
+        return False
+    from matplotlib.collections import Collection
+    from matplotlib.image import AxesImage
+    from matplotlib.legend import Legend
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.text import Text
+    fmt = shell.display_formatter.ipython_display_formatter
+    for cls in (Text, Legend, Line2D, Collection, Patch, AxesImage):  # never Figure: it must still display
+        fmt.for_type(cls, _display_nothing)
+    return True
+
+
 def use_style() -> None:
-    """Set the book's matplotlib style (opaque white figures, colour-blind-safe palette, grids)."""
+    """Set the book's matplotlib style (opaque white figures, colour-blind-safe palette, grids) and, under IPython,
+    :func:`quiet_artist_reprs`."""
+    quiet_artist_reprs()
     mpl.rcParams.update({
         "figure.facecolor": "white", "axes.facecolor": "white", "savefig.facecolor": "white",
         "savefig.transparent": False, "figure.dpi": 100, "savefig.dpi": 110,

@@ -87,10 +87,9 @@ def finite_rows(x: Tensor) -> Tensor:
     """
     if x.ndim == 1:
         return torch.isfinite(x)
-    flat = x.flatten(1)
-    if flat.shape[1] == 0:
+    if x[0].numel() == 0:
         return torch.ones(x.shape[0], dtype=torch.bool, device=x.device)
-    return torch.isfinite(flat.mul(0).sum(dim=1))
+    return torch.isfinite(x.mul(0).sum(dim=tuple(range(1, x.ndim))))      # no copy for a strided x
 
 
 def _progress_enabled(progress: bool | None, work: int) -> bool:

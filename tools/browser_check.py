@@ -229,6 +229,8 @@ PAGE_REPORT_JS = r"""
     colab: hrefs('a[href*="colab.research.google.com"]'),
     binder: hrefs('a[href*="mybinder.org"]'),
     downloads: hrefs('a[href*="_sources/"]'),
+    chapterTable: [...article.querySelectorAll('table.chapter-table tbody tr')].map(tr =>
+      [tr.querySelector('a') ? tr.querySelector('a').href : '', tr.lastElementChild.textContent.trim()]),
     height: Math.ceil(Math.max(document.documentElement.scrollHeight, document.body.scrollHeight)),
   };
 })()
@@ -402,6 +404,15 @@ def page_problems(name: str, res: PageResult, html_dir: Path, executed: bool, ro
     for kind, n in want.items():
         if got.get(kind, 0) < n:
             out.append(f"theorem boxes: the source has {n} prf:{kind}, the page shows {got.get(kind, 0)}")
+    toc = yaml.safe_load((root / "_toc.yml").read_text()) if (root / "_toc.yml").exists() else {}
+    if name == toc.get("root"):  # the landing page's chapter table lists every chapter, with a verdict
+        chapters = [p for p in toc_pages(root) if is_chapter(p, root)]
+        listed = [h for h, _ in r["chapterTable"]]
+        missing = [c for c in chapters if not any(h.endswith(f"{c}.html") for h in listed)]
+        if missing:
+            out.append(f"the landing page's chapter table misses {missing}")
+        if executed and any(v == "not executed in this build" for _, v in r["chapterTable"]):
+            out.append("the landing page's chapter table has chapters without a verdict in an executed build")
     if is_chapter(name, root):
         if not r["colab"] or not all(h.endswith(f"{name}.ipynb") for h in r["colab"]):
             out.append(f"Colab button missing or not pointing at {name}.ipynb: {r['colab']}")
@@ -411,15 +422,22 @@ def page_problems(name: str, res: PageResult, html_dir: Path, executed: bool, ro
         md = [h for h in r["downloads"] if h.endswith(f"{name}.md")]
         if not ipynb:
             out.append(f"no .ipynb download button: {r['downloads']}")
-        else:
-            served = html_dir / "_sources" / f"{name}.ipynb"
-            paired = root / f"{name}.ipynb"
-            if not served.exists() or json.loads(served.read_text()) != json.loads(paired.read_text()):
-                out.append("the .ipynb download is not the chapter's paired notebook")
+        # compared with what the build itself served (not the working tree, which may have moved on since):
+        # the .md is the jupytext source, the .ipynb is exactly its paired notebook (tools/chapters.py), no outputs
+        served_md, served_nb = html_dir / "_sources" / f"{name}.md", html_dir / "_sources" / f"{name}.ipynb"
         if not md:
             out.append(f"no .md download button: {r['downloads']}")
-        elif (html_dir / "_sources" / f"{name}.md").read_text() != (root / f"{name}.md").read_text():
-            out.append("the .md download is not the chapter's source")
+        elif not served_md.exists() or not served_md.read_text().startswith("---\njupytext:"):
+            out.append("the .md download is not the chapter's jupytext source")
+        if not ipynb:
+            pass
+        elif not served_nb.exists() or not served_md.exists():
+            out.append("the .ipynb download is missing")
+        else:
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            import chapters
+            if json.loads(served_nb.read_text()) != json.loads(chapters.notebook_json(served_md)):
+                out.append("the .ipynb download is not the chapter's paired notebook")
         if executed and r["outputs"] == 0:
             out.append("no cell outputs: the chapter was not executed")
         if executed and r["outputImages"] == 0:

@@ -259,3 +259,17 @@ def test_rate_constants_satisfy_their_definition():
         assert c.norm_power_bound(0).item() == pytest.approx(c.beta)
         lb = c.eta_sum_lower_bound(100)
         assert lb.shape == (100,) and (lb.diff() > 0).all()
+
+
+@pytest.mark.parametrize("act", SMOOTH)
+def test_gradient_norm_bound_eq14(gen, act):
+    """Eq. (14) of Appendix A, used in Lemmas 4.5 and 4.7: ||grad_W F(x; W)|| <= d_max^(1/2) L sum_(k<L) ||W||^k."""
+    for L in (2, 3, 4):
+        params = deepnet.init_params([3] + [4] * (L - 1) + [1], 32, 2.0, generator=gen)
+        X = deepnet.ball_data(5, 3, generator=gen)
+        g = deepnet.output_gradient(params, X, act)
+        lhs = torch.sqrt(sum((u ** 2).flatten(2).sum(-1) for u in g))          # (E, n)
+        rhs = bounds.gradient_norm_bound(deepnet.norm(params), L, deepnet.d_max(params))
+        assert (lhs <= rhs[:, None]).all()
+        want = [math.sqrt(4) * L * sum(a ** k for k in range(L)) for a in deepnet.norm(params).tolist()]
+        torch.testing.assert_close(rhs, torch.tensor(want, dtype=torch.float64), rtol=1e-12, atol=0)

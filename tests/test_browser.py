@@ -120,7 +120,7 @@ def site(request, tmp_path_factory):
 def results(site):
     html, executed = site
     SHOTS.mkdir(parents=True, exist_ok=True)
-    for old in SHOTS.glob("*.png"):
+    for old in [*SHOTS.glob("*.png"), *SHOTS.glob("*.jpg")]:
         old.unlink()
     lines = []
     res = bc.check_site(html, SHOTS, PAGES, executed=executed, log=lines.append)

@@ -14,7 +14,7 @@ For the landing page and every chapter in ``_toc.yml`` it serves ``HTML_DIR`` (d
 * the Colab and Binder launch links and the ``.ipynb``/``.md`` download links present; the ``.ipynb`` targets end
   in ``.ipynb``, the download serves the chapter's paired notebook and the ``.md`` its source;
 
-and saves a full-page screenshot per page in light and in dark theme to ``--out`` (default
+and saves a full-page JPEG screenshot per page in light and in dark theme to ``--out`` (default
 ``artifacts/screenshots``). Exit status 1 when any page has a problem. ``tests/test_browser.py`` runs the same
 checks on the site the test suite builds.
 """
@@ -310,7 +310,9 @@ def load_page(dt: DevTools, url: str, dark: bool, timeout: float = 60.0) -> tupl
 def screenshot(dt: DevTools, session: str, path: Path, height: int):
     h = max(HEIGHT, min(height, MAX_SHOT_HEIGHT))
     dt.call("Emulation.setDeviceMetricsOverride", session, width=WIDTH, height=h, deviceScaleFactor=1, mobile=False)
-    data = dt.call("Page.captureScreenshot", session, timeout=120, format="png", captureBeyondViewport=False)["data"]
+    # JPEG: a tall page encodes about three times faster than as PNG (seconds per page on a loaded 2-core machine)
+    data = dt.call("Page.captureScreenshot", session, timeout=120, format="jpeg", quality=85,
+                   captureBeyondViewport=False)["data"]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(base64.b64decode(data))
 
@@ -470,7 +472,7 @@ def check_site(html_dir: Path, out_dir: Path | None, pages: list[str] | None = N
             _drain(dt, events)
             res.requests_failed, res.requests_external, res.exceptions = _network_problems(events, session, srv.url)
             if out_dir is not None:
-                shot = Path(out_dir) / f"{name.replace('/', '__')}.png"
+                shot = Path(out_dir) / f"{name.replace('/', '__')}.jpg"
                 screenshot(dt, session, shot, res.report["height"])
                 res.screenshots.append(shot)
             if dark and out_dir is not None:  # the same page switched to the dark theme (no second load)
@@ -479,7 +481,7 @@ def check_site(html_dir: Path, out_dir: Path | None, pages: list[str] | None = N
                                        "document.documentElement.dataset.mode = 'dark'; "
                                        "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
                 h = _evaluate(dt, session, "document.documentElement.scrollHeight")
-                shot = Path(out_dir) / f"{name.replace('/', '__')}.dark.png"
+                shot = Path(out_dir) / f"{name.replace('/', '__')}.dark.jpg"
                 screenshot(dt, session, shot, h)
                 res.screenshots.append(shot)
                 res.report["dark_theme"] = _evaluate(dt, session, "document.documentElement.dataset.theme")

@@ -14,9 +14,13 @@ fully connected layers, ``s_h = c_res/H`` for residual layers ``h ≥ 2``.
 
 Parameters are a dict ``{"W1": (E, m, d), "W2": (E, m, m), …, "WH": (E, m, m), "a": (E, m)}`` with a leading
 ensemble axis ``E``. Members are independent, so derivatives of the ensemble *sum* of a per-member scalar give
-per-member derivatives; that is how :mod:`torch.func` (``grad``, ``jvp``) is applied below without ``vmap``.
-The output Hessian is only ever touched through Hessian-vector products (forward-over-reverse), and its spectral
-norm comes from a batched Lanczos iteration: nothing of size ``P × P`` is ever formed.
+per-member derivatives; that is how :mod:`torch.func` (``grad``) is applied below without ``vmap``.
+The output Hessian is only ever touched through Hessian-vector products (double backward by default,
+``torch.func`` forward-over-reverse on request — equal, tested; the first has far less per-call overhead on a CPU),
+and its spectral norm comes from a low-memory batched Lanczos iteration (:func:`lanczos_extremes`; cross-checked
+against :func:`companion.curvature.lanczos`, which stores the whole Krylov basis — gigabytes at m = 4096):
+nothing of size ``P × P`` is ever formed. Jacobians are never formed either: each output gradient with respect
+to ``W_h`` is the rank-one matrix ``u_{h,i} x_{h−1,i}ᵀ``, so Gram matrices and ``J h`` come from one backward pass.
 """
 from __future__ import annotations
 

@@ -104,7 +104,7 @@ def paper(only: str | None, timeout: int, scale: str = "paper", save_dir: str | 
     return rows
 
 
-def cache(path: Path) -> list[tuple[str, float, float | None]]:
+def cache(path: Path, scale: str = "paper") -> list[tuple[str, float, float | None]]:
     from jupyter_cache import get_cache
 
     if not path.exists():
@@ -114,7 +114,7 @@ def cache(path: Path) -> list[tuple[str, float, float | None]]:
         secs = (rec.data or {}).get("execution_seconds")
         if secs is not None:
             rows.append((str(Path(rec.uri).relative_to(ROOT)) if Path(rec.uri).is_relative_to(ROOT) else rec.uri,
-                         float(secs), BUDGET["cache"]))
+                         float(secs), BUDGET[scale]))
     rows.sort()
     return rows
 
@@ -132,7 +132,7 @@ def main(argv=None) -> None:
     p.add_argument("mode", choices=["quick", "paper", "cache"])
     p.add_argument("--only", default=None, help="only chapters whose file name contains this")
     p.add_argument("--timeout", type=int, default=5400, help="per-cell timeout for paper mode (s)")
-    p.add_argument("--scale", default="paper", choices=["quick", "paper"], help="paper mode: the scale to execute at")
+    p.add_argument("--scale", default="paper", choices=["quick", "paper"], help="paper mode: the scale to execute at; cache mode: the scale `make book` used (sets the budgets)")
     p.add_argument("--save-dir", default=None, help="paper mode: write the executed notebooks here")
     p.add_argument("--cache-path", default=str(ROOT / "_build" / ".jupyter_cache"))
     p.add_argument("--markdown", default=None, help="also write the table to this file")
@@ -144,7 +144,7 @@ def main(argv=None) -> None:
     elif args.mode == "paper":
         rows = paper(args.only, args.timeout, args.scale, args.save_dir)
     else:
-        rows = cache(Path(args.cache_path))
+        rows = cache(Path(args.cache_path), args.scale)
     text = table(rows, args.mode)
     after = _load()
     print(text)

@@ -67,17 +67,17 @@ def ekn_sign(W: Tensor, v: Tensor, X: Tensor, y: Tensor) -> tuple[Tensor, Tensor
     * mask applied as ``sign(ReLU(Z)) · R`` in place (two streaming passes, no boolean temporary);
     * backward ``Mᵀ = Xᵀ Sᵀ`` as one GEMM ``(d, n) @ (n, kE)`` (MKL's preferred orientation here);
     * ``grad_W = v M``, ``grad_v = ⟨w, M⟩`` (ReLU homogeneity; no extra pass over the ``kE × n`` matrix).
+
+    This is what :func:`companion.relunet.loss_and_grad` now runs for shared data and one output.
     """
     E, k, d = W.shape
     n = X.shape[0]
     A = torch.mm(W.reshape(E * k, d), X.T).view(E, k, n).clamp_min_(0)
     R = torch.baddbmm(y.neg().view(1, 1, n), v.view(E, 1, k), A)             # (E, 1, n)
-    loss = torch.linalg.vecdot(R, R).view(E).mul_(0.5 / n)
+    loss = torch.bmm(R, R.mT).view(E).div_(2 * n)                               # Σ_i R_i², one BLAS pass
     S = A.sign_().mul_(R)                                                       # mask ⊙ R, in place
-    M = torch.mm(X.T, S.view(E * k, n).T).T.view(E, k, d)                       # (E, k, d), strided view
-    gW = (v.unsqueeze(-1) * M).div_(n)
-    gv = torch.linalg.vecdot(W, M).div_(n)
-    return loss, gW, gv
+    M = torch.mm(X.T, S.view(E * k, n).T).T.contiguous().view(E, k, d).div_(n)  # (E, k, d)
+    return loss, M * v.unsqueeze(-1), torch.linalg.vecdot(W, M)
 
 
 def ekn_sign_backward_sx(W: Tensor, v: Tensor, X: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:

@@ -16,7 +16,9 @@
 # GPU_CHECK_DEVICE (default cuda; `cpu` is a dry run of this script on a machine without a GPU),
 # GPU_CHECK_SCALE (Chapter 9's scale, default paper), GPU_CHECK_QUICK=1 (benchmark at smoke sizes),
 # GPU_CHECK_CPU_CHAPTER=0 (skip the CPU run of Chapter 9, e.g. when time is short).
-# Nothing is downloaded: the package is used from src/ via PYTHONPATH.
+# Nothing is downloaded: the package is used from src/ via PYTHONPATH. The interpreter needs what
+# requirements.txt lists for the package and the tests (torch with CUDA, numpy, scipy, matplotlib, tqdm,
+# networkx, pytest) and, for steps 4-5, nbformat, nbclient and ipykernel (a `python3` kernel).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:-${OUT:-benchmarks/gpu_out}}

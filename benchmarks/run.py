@@ -275,6 +275,22 @@ def section_hessian(args, dev, dtype, out: dict) -> None:
     out["hessian"] = {"P": P, "ratio": ratio, "rel_err": rel, "lambda_dense": lam_dense, "lambda_lanczos": lam}
 
 
+def section_chapters(args, dev, dtype, out: dict) -> None:
+    """Item 4: per-chapter wall times against their budgets (benchmarks/chapter_times.py): the whole quick test
+    command, then the times the last ``make book`` recorded (paper scale), if there is such a build."""
+    import subprocess
+
+    here = Path(__file__).resolve().parent
+    print("\n## 4. Wall time per chapter / budget (benchmarks/chapter_times.py)", flush=True)
+    subprocess.run([sys.executable, str(here / "chapter_times.py"), "quick"], check=False)
+    cache = here.parent / "_build" / ".jupyter_cache"
+    if cache.exists():
+        subprocess.run([sys.executable, str(here / "chapter_times.py"), "cache", "--scale",
+                        os.environ.get("COMPANION_SCALE", "paper")], check=False)
+    else:
+        print("   no book build cache: run `make book`, then `python benchmarks/chapter_times.py cache`")
+
+
 # ------------------------------------------------------------------------------------------ output
 def _table(rows, head=("measure", "ratio", "target", "")) -> None:
     w0 = max(len(head[0]), *(len(r[0]) for r in rows))
@@ -290,7 +306,9 @@ def parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="small sizes: a smoke run of every section (~1 min)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: companion's policy, CUDA when available)")
-    p.add_argument("--sections", default="engine,formulations,hessian")
+    p.add_argument("--sections", default="engine,formulations,hessian",
+                   help="comma-separated: engine, formulations, hessian, chapters (item 4: the quick test command "
+                        "per chapter and the last book build's times; ~10 min more, not in the default)")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     p.add_argument("--clock", default="wall", choices=["wall", "cpu"],
                    help="wall: elapsed time (default); cpu: this process's CPU time, for a loaded shared machine "
@@ -335,7 +353,8 @@ def main(argv=None) -> dict:
           + (" (QUICK smoke sizes: not the benchmark)" if args.quick else ""))
     t0 = time.perf_counter()
     for sec in [s.strip() for s in args.sections.split(",") if s.strip()]:
-        {"engine": section_engine, "formulations": section_formulations, "hessian": section_hessian}[sec](args, dev, dtype, out)
+        {"engine": section_engine, "formulations": section_formulations, "hessian": section_hessian,
+         "chapters": section_chapters}[sec](args, dev, dtype, out)
     load1 = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
     print(f"\nload average at end {load1[0]:.2f} (1 min), {load1[1]:.2f} (5 min) on {os.cpu_count()} CPUs; "
           f"total {time.perf_counter() - t0:.0f} s")

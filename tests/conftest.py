@@ -13,7 +13,8 @@ def gen():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip GPU-marked tests on a machine without CUDA (CI has none)."""
+    """Run the browser check last (it reuses nbval's outputs); skip GPU-marked tests without CUDA (CI has none)."""
+    items.sort(key=lambda it: it.nodeid.startswith("tests/test_browser.py"))  # stable sort: order otherwise kept
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")

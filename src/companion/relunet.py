@@ -215,6 +215,18 @@ def loss_and_grad(W: Tensor, V: Tensor, X: Tensor, Y: Tensor, *, train_v: bool =
     E, k, d = W.shape
     shared = X.ndim == 2
     n = X.shape[-2]
+    if shared and V.ndim == 2:
+        # The fast path (shared data, one output; benchmarks/README.md): member-major layout (E, k, n), the
+        # forward GEMM Z = W Xᵀ with the ReLU in place, prediction and residual in one baddbmm, the mask
+        # applied in place as sign(ReLU(Z))·R, and the backward GEMM Mᵀ = Xᵀ Sᵀ.
+        A = torch.mm(W.reshape(E * k, d), X.T).view(E, k, n).clamp_min_(0)            # ReLU(Z), (E, k, n)
+        R = torch.baddbmm(Y.neg().view(1, 1, n), V.reshape(E, 1, k), A)               # residuals (E, 1, n)
+        value = torch.bmm(R, R.mT).view(E).div_(2 * n)                                  # Σ_i R_i² per member
+        if not need_grad:
+            return value, None, None
+        S = A.sign_().mul_(R)                                                          # 1{Z > 0} R, in place
+        M = torch.mm(X.T, S.view(E * k, n).T).T.contiguous().view(E, k, d).div_(n)    # (E, k, d)
+        return value, M * V.unsqueeze(-1), (torch.linalg.vecdot(W, M) if train_v else None)
     H, P = _forward(W, V, X)
     # residual R in the internal layout: (n, E[, r]) for shared data, (E, n[, r]) per member
     R = P.sub_(Y.unsqueeze(1) if shared else Y)

@@ -167,3 +167,17 @@ def test_value_errors():
         rn.make_loss_and_grad(X, Y)([W])
     with pytest.raises(ValueError, match="non-finite"):
         rn.gaussian_data(3, d, a * float("nan"))
+
+
+def test_growth_sign():
+    g = _gen(12)
+    d = 6
+    a = rn.unit_target(d, device="cpu")
+    W, v = rn.xavier_init(3, d, 50, 1.0, generator=g, device="cpu")
+    s = rn.growth_sign(W, v, a)
+    assert torch.equal(s, torch.sign(v + W @ a))                   # population: c = a/2, ĉ = a
+    X, _ = rn.gaussian_data(200000, d, a, generator=g, device="cpu")
+    s_emp = rn.growth_sign(W, v, a, X)                              # data: c_i -> a/2 as n grows
+    assert (s_emp == s).float().mean().item() > 0.97
+    with pytest.raises(ValueError):
+        rn.growth_sign(W, v[:, :, None], a)

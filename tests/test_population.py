@@ -160,3 +160,29 @@ def test_bad_input_raises():
         P.paper_point(1.0, -1.0, 1.0, a)                     # paper's v1, v2 are positive
     with pytest.raises(ValueError):
         P.loss(v, W.to(torch.long), a)
+
+
+def test_classify_stationary_labels_constructed_points():
+    a = torch.zeros(3, dtype=DT)
+    a[0] = 1.0
+    pts = [P.paper_point(None, 1.0, 2.0, a), P.paper_point(0.5, 1.0, 1.0, a), P.paper_point(-2.0, 0.5, 3.0, a)]
+    same = (torch.tensor([1.0, 2.0], dtype=DT), torch.stack([0.4 * a, 0.3 * a]))          # v1 w1 + v2 w2 = a, v > 0
+    dead = (torch.tensor([1.0, 0.0], dtype=DT), torch.stack([a, a]))                        # second neuron contributes 0
+    off = (torch.tensor([1.0, -1.0], dtype=DT), torch.stack([a + torch.tensor([0, 0.3, 0], dtype=DT), -a]))
+    v = torch.stack([p[0] for p in pts] + [same[0], dead[0], off[0]])
+    W = torch.stack([p[1] for p in pts] + [same[1], dead[1], off[1]])
+    gv, gW = P.gradient(v, W, a)
+    labels, c = P.classify_stationary(v, W, a, P.flatten_params(gv, gW).norm(dim=-1))
+    assert labels == [P.CLASSES[0], P.CLASSES[1], P.CLASSES[2], P.CLASSES[3], P.CLASSES[4], P.CLASSES[5]]
+    assert math.isclose(c[1].item(), 0.5) and math.isclose(c[2].item(), -2.0)
+
+
+def test_find_stationary_converges_from_near_a_saddle():
+    a = torch.zeros(3, dtype=DT)
+    a[0] = 1.0
+    v, W = P.paper_point(1.0, 1.0, 1.0, a)
+    g = torch.Generator().manual_seed(5)
+    v0 = v[None] + 1e-2 * torch.randn(1, 2, generator=g, dtype=DT)
+    W0 = W[None] + 1e-2 * torch.randn(1, 2, 3, generator=g, dtype=DT)
+    vs, Ws, gn = P.find_stationary(v0, W0, a, iters=200)
+    assert gn[0] < 1e-9 * max(1.0, P.flatten_params(vs[0], Ws[0]).norm().item())

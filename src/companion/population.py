@@ -40,6 +40,7 @@ __all__ = [
     "angle", "relu_kernel", "relu_kernel_grad", "gate_second_moment", "loss", "gradient", "hessian",
     "flatten_params", "unflatten_params", "signed_from_paper", "paper_point", "effective_error",
     "loss_and_grad", "loss_and_grad_fixed_v", "network_mc", "mc_mean", "J",
+    "find_stationary", "classify_stationary", "CLASSES",
 ]
 
 TWO_PI = 2.0 * math.pi
@@ -339,9 +340,9 @@ def paper_point(c: Tensor | float | None, v1: Tensor | float, v2: Tensor | float
 
 
 def effective_error(v: Tensor, W: Tensor, a: Tensor) -> Tensor:
-    """``‖v1 w1 − a‖² + ‖v2 w2 + a‖²`` in paper B's convention, i.e. ``‖v_signed,1 w1 − a‖² + ‖v_signed,2 w2 − a‖²``…
+    """Distance of the effective weights to the optimum, ``‖v1 w1 − a‖² + ‖v2 w2 + a‖²`` (paper B's convention).
 
-    …with the signed network ``v = [v1, −v2]``: ``v1 w1 − a`` and ``(−v2) w2 − a = −(v2 w2 + a)``.
+    In the signed convention ``v = [v1, −v2]`` this is ``Σ_i ‖v_i w_i − a‖²``, since ``(−v2) w2 − a = −(v2 w2 + a)``.
     ``(..., 2), (..., 2, d), (d,) → (...)``. Lemma 13 (Chapter 7).
     """
     _check_net(v, W, a)

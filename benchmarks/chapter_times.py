@@ -77,8 +77,13 @@ def quick(only: str | None) -> list[tuple[str, float, float | None]]:
         wall = time.perf_counter() - t0
         print(proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-2000:])
         per_file: dict[str, float] = defaultdict(float)
+        failed: dict[str, list[str]] = defaultdict(list)
         for case in ET.parse(xml).getroot().iter("testcase"):
             per_file[case.get("classname", "?")] += float(case.get("time", 0.0))
+            if case.find("failure") is not None or case.find("error") is not None:
+                failed[case.get("classname", "?")].append(case.get("name", "?"))
+        for name, cases in failed.items():
+            print(f"FAILED in {name}: {', '.join(cases)}")
     rows = []
     for name, secs in per_file.items():
         is_chapter = name.endswith(".ipynb")

@@ -99,9 +99,10 @@ def _chapter_table(app, fromdoc: str):
     for doc in toc_chapters(srcdir):
         if doc not in env.all_docs:
             continue
-        title = env.titles[doc].astext() if doc in env.titles else doc
+        # the title's own nodes, so that a formula in it ("the $O(T^{-1/L})$ rate") is typeset, not shown as TeX
+        title = [c.deepcopy() for c in env.titles[doc].children] if doc in env.titles else [nodes.Text(doc)]
         link = nodes.paragraph()
-        link += nodes.reference("", title, internal=True, refuri=app.builder.get_relative_uri(fromdoc, doc))
+        link += nodes.reference("", "", *title, internal=True, refuri=app.builder.get_relative_uri(fromdoc, doc))
         source = (srcdir / f"{doc}.md").read_text()
         results = "; ".join(m.group("title").strip() for m in PRF_TITLE_RE.finditer(source)) or "—"
         held, failed = chapter_verdict(env.get_doctree(doc))

@@ -49,6 +49,16 @@ def test_explicit_gradient_equals_autograd(gen, act, widths):
         assert torch.allclose(a, b, rtol=1e-12, atol=1e-15)
 
 
+def test_validated_once_closure_equals_loss_and_gradient(gen):
+    params, X, y = _problem(gen, E=3)
+    lg = deepnet.make_loss_and_grad(params, X, y, "softplus")
+    l1, g1 = lg(params)
+    l2, g2 = deepnet.loss_and_gradient(params, X, y, "softplus")
+    assert torch.equal(l1, l2) and all(torch.equal(a, b) for a, b in zip(g1, g2))
+    with pytest.raises(ValueError, match="targets"):
+        deepnet.make_loss_and_grad(params, X, y[:3], "softplus")
+
+
 def test_output_gradient_sums_to_loss_gradient(gen):
     """∇𝓛 = (1/n) Σ_i 2(F_i − y_i) ∇F_i, with ∇F_i = δ_ℓ h_{ℓ−1}ᵀ from output_gradient."""
     params, X, y = _problem(gen)

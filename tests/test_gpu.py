@@ -69,6 +69,14 @@ def _paper_a_closure():
     return (lambda p: deepnet.loss_and_gradient(p, X, y, "tanh")), params
 
 
+def _paper_a_validated_once():
+    _, params = _paper_a_closure()
+    g = cpu_gen()
+    X = deepnet.ball_data(40, 6, generator=g, device="cpu", dtype=F64)
+    y = 0.5 * torch.tanh(X[:, 0])
+    return deepnet.make_loss_and_grad(params, X, y, "tanh"), params
+
+
 def _paper_b_closure():
     X, Y, W, V = paper_b_problem(E=16)
     return relunet.make_loss_and_grad(X, Y), [W, V]
@@ -77,8 +85,8 @@ def _paper_b_closure():
 @pytest.mark.parametrize("make", [
     pytest.param(_paper_a_closure, marks=pytest.mark.xfail(
         strict=True, reason="deepnet.loss_and_gradient validates params, X and y (finite: bool(isfinite.all())) on "
-                            "every call: ~7 host syncs per step on CUDA; a validated-once closure would remove them")),
-    _paper_b_closure], ids=["paper_a_deepnet", "paper_b_relunet"])
+                            "every call: ~7 host syncs per step on CUDA; deepnet.make_loss_and_grad removes them")),
+    _paper_a_validated_once, _paper_b_closure], ids=["paper_a_deepnet", "paper_a_make_loss_and_grad", "paper_b_relunet"])
 def test_hot_paths_make_no_host_conversion_per_step(make):
     """Runs on CPU: the host conversions of a whole gd.run do not grow with the number of steps."""
     counts = []

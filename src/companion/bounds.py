@@ -483,28 +483,8 @@ def loss_and_gradient_fn(params_like: Sequence[Tensor], X: Tensor, y: Tensor, ac
     :func:`companion.deepnet.loss_and_gradient` (Lemma 4.2's recursion). Raises ``ValueError`` where the lemmas
     do not apply (non-smooth σ, data outside ``‖x‖ ≤ √d``). Paper A, Lemma 4.2 (Chapters 3–4).
     """
-    sigma = check_assumptions(act, X)
-    params_like = deepnet.check_params(params_like)
-    deepnet.loss(params_like, X, y, act)  # validates shapes of X, y against the network once
-    n = X.shape[-2]
-    fn = sigma.fn
-
-    def loss_and_grad(params):
-        E = params[0].shape[0]
-        h = X.expand(E, *X.shape[-2:]) if X.ndim == 2 else X
-        zs, hs = [], [h]
-        for w in params:
-            z = torch.matmul(h, w.transpose(1, 2))
-            h = fn(z)
-            zs.append(z)
-            hs.append(h)
-        residual = hs[-1][..., 0] - y
-        deltas = deepnet.backward_deltas(params, zs, sigma)
-        coef = (2.0 / n) * residual.unsqueeze(-1)
-        grads = [torch.matmul((coef * d).transpose(1, 2), hh) for d, hh in zip(deltas, hs[:-1])]
-        return (residual ** 2).mean(dim=-1), grads
-
-    return loss_and_grad
+    check_assumptions(act, X)
+    return deepnet.make_loss_and_grad(params_like, X, y, act)
 
 
 class Tracker:

@@ -106,15 +106,7 @@ def check_assumption_3_2(X: Tensor, c_x: float = 1.0) -> Tensor:
     return X
 
 
-def forward_all(params: Sequence[Tensor], X: Tensor, act) -> tuple[list[Tensor], list[Tensor]]:
-    """Pre-activations ``z_ℓ = w_ℓ h_{ℓ-1}`` and activations ``h_ℓ = σ(z_ℓ)`` of every layer (Lemma 4.2).
-
-    Returns ``(zs, hs)``: ``zs[ℓ-1]`` is ``(E, n, d_ℓ)`` for ℓ = 1..L; ``hs[ℓ]`` is ``(E, n, d_ℓ)`` for ℓ = 0..L
-    with ``hs[0] = X`` broadcast to the ensemble.
-    """
-    params = check_params(params)
-    X, _ = _check_data(params, X)
-    sigma = activations.get(act)
+def _forward_unchecked(params: Sequence[Tensor], X: Tensor, sigma: activations.Activation) -> tuple[list[Tensor], list[Tensor]]:
     E = params[0].shape[0]
     h = X.expand(E, *X.shape[-2:]) if X.ndim == 2 else X
     zs, hs = [], [h]
@@ -124,6 +116,17 @@ def forward_all(params: Sequence[Tensor], X: Tensor, act) -> tuple[list[Tensor],
         zs.append(z)
         hs.append(h)
     return zs, hs
+
+
+def forward_all(params: Sequence[Tensor], X: Tensor, act) -> tuple[list[Tensor], list[Tensor]]:
+    """Pre-activations ``z_ℓ = w_ℓ h_{ℓ-1}`` and activations ``h_ℓ = σ(z_ℓ)`` of every layer (Lemma 4.2).
+
+    Returns ``(zs, hs)``: ``zs[ℓ-1]`` is ``(E, n, d_ℓ)`` for ℓ = 1..L; ``hs[ℓ]`` is ``(E, n, d_ℓ)`` for ℓ = 0..L
+    with ``hs[0] = X`` broadcast to the ensemble.
+    """
+    params = check_params(params)
+    X, _ = _check_data(params, X)
+    return _forward_unchecked(params, X, activations.get(act))
 
 
 def forward(params: Sequence[Tensor], X: Tensor, act) -> Tensor:
@@ -159,20 +162,43 @@ def output_gradient(params: Sequence[Tensor], X: Tensor, act) -> list[Tensor]:
     return [delta.unsqueeze(-1) * h.unsqueeze(-2) for delta, h in zip(deltas, hs[:-1])]
 
 
-def loss_and_gradient(params: Sequence[Tensor], X: Tensor, y: Tensor, act) -> tuple[Tensor, list[Tensor]]:
-    """``𝓛`` and ``∇_{w_ℓ}𝓛 = (1/n) Σ_i J_i'(F_i) δ_{ℓ,i} h_{ℓ-1,i}ᵀ`` by Lemma 4.2's recursion (no autograd).
-
-    Returns ``(loss (E,), [grad_1 (E, d_1, d_0), …, grad_L (E, 1, d_{L-1})])``.
-    """
-    params = check_params(params)
-    _check_data(params, X, y)
-    zs, hs = forward_all(params, X, act)
+def _loss_and_gradient_unchecked(params: Sequence[Tensor], X: Tensor, y: Tensor,
+                                 sigma: activations.Activation) -> tuple[Tensor, list[Tensor]]:
+    zs, hs = _forward_unchecked(params, X, sigma)
     residual = hs[-1][..., 0] - y                                  # (E, n)
     n = residual.shape[-1]
-    deltas = backward_deltas(params, zs, act)
+    deltas = backward_deltas(params, zs, sigma)
     coef = (2.0 / n) * residual.unsqueeze(-1)                      # J_i'(F_i)/n, (E, n, 1)
     grads = [torch.matmul((coef * delta).transpose(1, 2), h) for delta, h in zip(deltas, hs[:-1])]
     return (residual ** 2).mean(dim=-1), grads
+
+
+def loss_and_gradient(params: Sequence[Tensor], X: Tensor, y: Tensor, act) -> tuple[Tensor, list[Tensor]]:
+    """``𝓛`` and ``∇_{w_ℓ}𝓛 = (1/n) Σ_i J_i'(F_i) δ_{ℓ,i} h_{ℓ-1,i}ᵀ`` by Lemma 4.2's recursion (no autograd).
+
+    Returns ``(loss (E,), [grad_1 (E, d_1, d_0), …, grad_L (E, 1, d_{L-1})])``. Paper A, Lemma 4.2 (Chapter 1).
+    Validates every argument on every call; inside a GD loop use :func:`make_loss_and_grad`.
+    """
+    params = check_params(params)
+    _check_data(params, X, y)
+    return _loss_and_gradient_unchecked(params, X, y, activations.get(act))
+
+
+def make_loss_and_grad(params_like: Sequence[Tensor], X: Tensor, y: Tensor, act):
+    """``loss_and_grad(params) -> (𝓛 (E,), grads)`` for :func:`companion.gd.run`, validated once here.
+
+    The same values as :func:`loss_and_gradient`, without its per-call checks (each check of finiteness is a
+    host synchronisation on a GPU). ``params_like`` fixes the shapes the closure accepts. Paper A, Lemma 4.2
+    (Chapters 1, 3, 4).
+    """
+    params_like = check_params(params_like)
+    _check_data(params_like, X, y)
+    sigma = activations.get(act)
+
+    def loss_and_grad(params: Sequence[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        return _loss_and_gradient_unchecked(params, X, y, sigma)
+
+    return loss_and_grad
 
 
 def loss_and_gradient_autograd(params: Sequence[Tensor], X: Tensor, y: Tensor, act) -> tuple[Tensor, list[Tensor]]:

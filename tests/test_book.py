@@ -43,8 +43,8 @@ def test_toc_lists_exactly_the_chapters():
 def test_every_chapter_ends_in_a_claim_check():
     for md in chapters.chapters():
         text = md.read_text()
-        assert "claims.ClaimCheck(" in text and ".report()" in text, f"{md.name}: no claim check"
-        assert text.index(".report()") > text.index("{code-cell}"), md.name
+        assert "claims.ClaimCheck(" in text and "assert check.all_passed" in text, f"{md.name}: no claim check"
+        assert text.index("assert check.all_passed") > text.index(".report()") > text.index("{code-cell}"), md.name
         assert "prf:" in text, f"{md.name}: the claim should be stated in a prf box"
 
 

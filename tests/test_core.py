@@ -218,6 +218,7 @@ def test_claim_check_fails_on_a_false_claim():
     c = claims.ClaimCheck("t")
     c.add("true", paper="-", measured="-", passed=True)
     c.add("false", paper="-", measured="-", passed=False)
+    assert not c.all_passed and "false failed" in c.failures() and "true failed" not in c.failures()
     with pytest.raises(AssertionError, match="false"):
         c.assert_all()
     with pytest.raises(AssertionError, match="no claims"):

@@ -4,7 +4,8 @@ Usage in a chapter::
 
     check = claims.ClaimCheck("Lemma 4.2")
     check.add("explicit gradient = autograd", paper="exact", measured=f"{err:.1e}", passed=err <= 1e-12)
-    check.report()        # shows the table, then raises AssertionError listing every failed claim
+    check.report()                                  # shows the table
+    assert check.all_passed, check.failures()       # fails the chapter (and its nbval test) on a failed claim
 """
 from __future__ import annotations
 
@@ -49,8 +50,15 @@ class ClaimCheck:
         lines += [f"  [{'PASS' if r.passed else 'FAIL'}] {r.claim} | paper: {r.paper} | measured: {r.measured}" for r in self.rows]
         return "\n".join(lines)
 
+    def failures(self) -> str:
+        """The failed claims with their measurements, one per line (the chapter's assertion message)."""
+        if not self.rows:
+            return f"{self.title}: no claims were checked"
+        return "\n".join(f"{self.title}: {r.claim} failed (paper: {r.paper}; measured: {r.measured})"
+                         for r in self.rows if not r.passed)
+
     def report(self) -> None:
-        """Display the table (HTML in a notebook, text elsewhere), then assert every claim."""
+        """Display the table (HTML in a notebook, text elsewhere). The chapter asserts ``all_passed`` next."""
         try:
             from IPython import get_ipython
             from IPython.display import display
@@ -60,10 +68,7 @@ class ClaimCheck:
                 print(self)
         except ImportError:  # pragma: no cover - IPython is a dependency of the book, not the package
             print(self)
-        self.assert_all()
 
     def assert_all(self) -> None:
-        if not self.rows:
-            raise AssertionError(f"{self.title}: no claims were checked")
-        failed = [r for r in self.rows if not r.passed]
-        assert not failed, f"{self.title}: claims failed: " + "; ".join(f"{r.claim} (measured {r.measured})" for r in failed)
+        """Raise ``AssertionError`` listing every failed claim (or none checked); for use outside a chapter."""
+        assert self.all_passed, self.failures()

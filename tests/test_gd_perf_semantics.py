@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from companion import gd
+from host_conversions import HostConversions  # noqa: E402
 
 F64 = torch.float64
 
@@ -197,19 +198,6 @@ def test_step_rule_and_wider_eta_dtype(gen):
     torch.testing.assert_close(res.history["eta"], ref_h["eta"], rtol=1e-6, atol=0, equal_nan=True)
 
 
-class _SyncCounter(torch.overrides.TorchFunctionMode):
-    """Counts tensor-to-host conversions (``item``, ``bool``, ``tolist``, ``float``/``int``, ``numpy``, ``cpu``)."""
-
-    NAMES = {"item", "__bool__", "tolist", "__float__", "__int__", "__index__", "numpy", "cpu", "__len__"}
-
-    def __init__(self):
-        super().__init__()
-        self.count = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") in self.NAMES:
-            self.count += 1
-        return func(*args, **(kwargs or {}))
 
 
 def test_no_host_sync_per_step(gen):
@@ -220,7 +208,7 @@ def test_no_host_sync_per_step(gen):
     eta = torch.full((E,), 0.3, dtype=F64)
     counts = []
     for steps in (5, 50):
-        with _SyncCounter() as mode:
+        with HostConversions() as mode:
             gd.run(quadratic(curv), params, steps, eta, record_at=[0, 1, 2, steps], progress=False)
         counts.append(mode.count)
     assert counts[0] == counts[1], counts
@@ -253,7 +241,7 @@ def test_sync_counter_sees_a_per_step_item(gen):
 
     counts = []
     for steps in (5, 50):
-        with _SyncCounter() as mode:
+        with HostConversions() as mode:
             gd.run(chatty, params, steps, 0.1, progress=False)
         counts.append(mode.count)
     assert counts[1] - counts[0] == 45, counts

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from companion import curvature, deepnet, gd, relunet
+from host_conversions import HostConversions  # noqa: E402
 
 F64 = torch.float64
 CUDA = torch.device("cuda")
@@ -48,17 +49,6 @@ def paper_b_problem(E=48, k=2, d=20, n=300, sigma=1.0, per_member=False, r=None)
 
 
 # ------------------------------------------------------------------------------------------ on CPU too
-class _HostConversions(torch.overrides.TorchFunctionMode):
-    NAMES = {"item", "__bool__", "tolist", "__float__", "__int__", "__index__", "numpy", "cpu"}
-
-    def __init__(self):
-        super().__init__()
-        self.count = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") in self.NAMES:
-            self.count += 1
-        return func(*args, **(kwargs or {}))
 
 
 def _paper_a_closure():
@@ -92,7 +82,7 @@ def test_hot_paths_make_no_host_conversion_per_step(make):
     counts = []
     for steps in (4, 40):
         lg, params = make()                         # a fresh closure: its one-off validation counts in both runs
-        with _HostConversions() as mode:
+        with HostConversions() as mode:
             res = gd.run(lg, params, steps, 0.05, record_at=[0, steps], observers={"gn": gd.grad_norm_sq},
                          progress=False)
         counts.append(mode.count)

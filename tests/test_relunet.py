@@ -8,7 +8,7 @@ from companion import device, gd, population, relunet as rn
 
 
 def _gen(seed=0):
-    return device.generator(seed, "cpu")
+    return device.generator(seed)
 
 
 @pytest.mark.parametrize("shared", [True, False])

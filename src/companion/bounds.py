@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 from . import activations, deepnet, gd, validation
+from .device import rand, randn
 
 C_J = deepnet.C_J
 
@@ -410,13 +411,13 @@ def random_pairs(widths: Sequence[int], ensemble: int, norm_range=(0.1, 20.0), d
 
     def direction():
         raw = deepnet.init_params(widths, ensemble, 1.0, generator=generator, device=dev, dtype=dt)
-        logw = torch.rand(len(raw), ensemble, generator=generator, device=dev, dtype=dt) * 2 * math.log(10) - math.log(10)
+        logw = rand((len(raw), ensemble), generator=generator, device=dev, dtype=dt) * 2 * math.log(10) - math.log(10)
         raw = [w * torch.exp(lw).view(-1, 1, 1) for w, lw in zip(raw, logw)]
         n = deepnet.norm(raw).view(-1, 1, 1)
         return [w / n for w in raw]
 
     def log_uniform(lo, hi):
-        u = torch.rand(ensemble, generator=generator, device=dev, dtype=dt)
+        u = rand((ensemble,), generator=generator, device=dev, dtype=dt)
         return torch.exp(math.log(lo) + u * (math.log(hi) - math.log(lo))).view(-1, 1, 1)
 
     del base
@@ -451,8 +452,8 @@ def tightness_probe(lemma: str, widths: Sequence[int], act, *, starts: int = 64,
     w1 = [w.clone().requires_grad_(True) for w in p1]
     dirs = [(b - a).clone().requires_grad_(True) for a, b in zip(p1, p2)]
     log_r = torch.log(deepnet.norm([b - a for a, b in zip(p1, p2)])).clone().requires_grad_(True)
-    v = torch.randn(starts, n, d, generator=generator, device=dev, dtype=dt).requires_grad_(True)
-    y = torch.randn(starts, n, generator=generator, device=dev, dtype=dt).requires_grad_(True)
+    v = randn((starts, n, d), generator=generator, device=dev, dtype=dt).requires_grad_(True)
+    y = randn((starts, n), generator=generator, device=dev, dtype=dt).requires_grad_(True)
     opt = torch.optim.Adam([*w1, *dirs, log_r, v, y], lr=lr)
     best = torch.zeros(starts, dtype=dt, device=dev)
     for _ in range(steps):

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from . import population, validation
+from .device import randn
 
 
 def _unit(u: Tensor) -> Tensor:
@@ -93,7 +94,7 @@ def random_pairs(B: int, d: int, *, generator: torch.Generator | None = None, li
     validation.positive_int("B", B)
     validation.positive_int("d", d)
     kw = {} if like is None else {"dtype": like.dtype, "device": like.device}
-    return (_unit(torch.randn(B, d, generator=generator, **kw)), _unit(torch.randn(B, d, generator=generator, **kw)))
+    return (_unit(randn((B, d), generator=generator, **kw)), _unit(randn((B, d), generator=generator, **kw)))
 
 
 def random_search(X: Tensor, evaluations: int, *, generator: torch.Generator | None = None) -> Tensor:
@@ -132,7 +133,7 @@ def search_sup(X: Tensor, *, initial: int = 256, chains: int = 8, proposals: int
     cu, cw, cv = u[best], w[best], vals[best]
     s = torch.full((chains,), step, dtype=X.dtype, device=X.device)
     for _ in range(rounds):
-        xi = torch.randn(2, chains, proposals, d, generator=generator, dtype=X.dtype, device=X.device) / math.sqrt(d)
+        xi = randn((2, chains, proposals, d), generator=generator, dtype=X.dtype, device=X.device) / math.sqrt(d)
         pu = _unit(cu.unsqueeze(1) + s.view(-1, 1, 1) * xi[0])
         pw = _unit(cw.unsqueeze(1) + s.view(-1, 1, 1) * xi[1])
         pv = deviation(X, pu.reshape(-1, d), pw.reshape(-1, d)).view(chains, proposals)

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from . import deepnet, validation
+from .device import randn
 
 LossFn = Callable[[Tensor], Tensor]  # (E, P) -> (E,)
 
@@ -117,7 +118,7 @@ def lanczos(matvec: Callable[[Tensor], Tensor], E: int, P: int, steps: int, *, g
     validation.positive_int("steps", steps)
     k = min(steps, P)
     dev = torch.device(device) if device is not None else None
-    q = torch.randn(E, P, generator=generator, dtype=dtype, device=dev)
+    q = randn((E, P), generator=generator, dtype=dtype, device=dev)
     q = q / q.norm(dim=1, keepdim=True)
     Q = torch.zeros(E, k, P, dtype=dtype, device=q.device)
     alphas = torch.zeros(E, k, dtype=dtype, device=q.device)
@@ -138,7 +139,7 @@ def lanczos(matvec: Callable[[Tensor], Tensor], E: int, P: int, steps: int, *, g
         beta = w.norm(dim=1)
         dead = beta <= 1e-10 * scale.clamp_min(torch.finfo(dtype).tiny)
         if bool(dead.any()):  # restart those members with a random vector orthogonal to their basis
-            r = torch.randn(E, P, generator=generator, dtype=dtype, device=q.device)
+            r = randn((E, P), generator=generator, dtype=dtype, device=q.device)
             for _ in range(2):
                 r = r - torch.einsum("ejp,ej->ep", basis, torch.einsum("ejp,ep->ej", basis, r))
             w = torch.where(dead[:, None], r, w)
@@ -156,7 +157,7 @@ def extreme_eigenvalues(loss_fn: LossFn, theta: Tensor, steps: int = 60, *, seed
     """
     _check_theta(theta)
     E, P = theta.shape
-    gen = torch.Generator(device=theta.device).manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)          # CPU: the same start vectors on every device
     ritz = lanczos(lambda v: hvp(loss_fn, theta, v), E, P, steps, generator=gen, device=theta.device, dtype=theta.dtype)
     return ritz[:, 0], ritz[:, -1]
 

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from . import activations, validation
-from .device import resolve
+from .device import rand, randn, resolve
 
 C_J = 2.0  # Lipschitz constant of J_i'(u) = 2(u − y_i), paper A's c_J for the squared loss
 
@@ -81,7 +81,7 @@ def init_params(widths: Sequence[int], ensemble: int, scale: float = 1.0, *, gen
     validation.nonnegative("scale", scale)
     dev, dt = resolve(device, dtype)
     return [scale / math.sqrt(widths[l - 1]) *
-            torch.randn(ensemble, widths[l], widths[l - 1], generator=generator, device=dev, dtype=dt)
+            randn((ensemble, widths[l], widths[l - 1]), generator=generator, device=dev, dtype=dt)
             for l in range(1, len(widths))]
 
 
@@ -91,8 +91,8 @@ def ball_data(n: int, d: int, *, c_x: float = 1.0, generator: torch.Generator | 
     validation.positive_int("n", n)
     validation.positive_int("d", d)
     dev, dt = resolve(device, dtype)
-    g = torch.randn(n, d, generator=generator, device=dev, dtype=dt)
-    r = torch.rand(n, 1, generator=generator, device=dev, dtype=dt) ** (1.0 / d)
+    g = randn((n, d), generator=generator, device=dev, dtype=dt)
+    r = rand((n, 1), generator=generator, device=dev, dtype=dt) ** (1.0 / d)
     return c_x * math.sqrt(d) * r * g / g.norm(dim=1, keepdim=True)
 
 

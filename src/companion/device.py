@@ -1,19 +1,44 @@
-"""Where tensors live and in which precision: the package's one piece of global policy.
+"""Where tensors live, in which precision, and where random numbers come from: the package's one piece of
+global policy.
 
-CUDA when available, else CPU; ``float64`` by default, because several chapters check
-inequalities and identities to 1e-12. One override, either from the environment
-(``COMPANION_DEVICE``, ``COMPANION_DTYPE``) or from code (:func:`set_policy`).
-Every public function that creates tensors takes explicit ``device``/``dtype``
-arguments that default to this policy, so nothing is hidden on a particular device.
+**Device and dtype.** CUDA when available, else CPU; ``float64`` by default, because several chapters check
+inequalities and identities to 1e-12. One override, either from the environment (``COMPANION_DEVICE``,
+``COMPANION_DTYPE``) or from code (:func:`set_policy`). Every public function that creates tensors takes
+explicit ``device``/``dtype`` arguments that default to this policy, so nothing is hidden on a particular
+device.
+
+**Randomness.** One seed gives the same numbers on every device:
+
+1. every random draw of the package and of the chapters comes from a seeded :class:`torch.Generator` on the
+   **CPU** (:func:`generator` always returns one), and the drawn tensor is then moved to the policy device.
+   CPU and CUDA generators produce different streams from one seed, so drawing on the GPU would make a
+   chapter's initialisations, data and therefore its verdicts depend on the device;
+2. the draws go through the samplers of this module (:func:`randn`, :func:`rand`, :func:`uniform`,
+   :func:`log_uniform`, :func:`randint`, :func:`randperm`) or through the package's own samplers built on them
+   (``deepnet.init_params``, ``deepnet.ball_data``, ``relunet.gaussian_data``, ``relunet.xavier_init``, …).
+   Chapters never call ``torch.randn``/``rand``/``randint``/``randperm``/``normal``/``bernoulli``/``multinomial``
+   themselves (``tests/test_book.py`` fails when one does);
+3. the draw is made in the requested dtype on the CPU, so a float64 chapter is bit-identical on CPU and GPU
+   (a float32 run draws other numbers: its stream is that of float32);
+4. ``COMPANION_SEED=k`` offsets every seed passed to :func:`generator` by ``k``: one switch reruns every
+   chapter on an independent random stream (the seed-robustness runs of the test suite and ``make seeds``).
+
+Chapter 1 explains the policy; every chapter prints :func:`describe`.
 """
 from __future__ import annotations
 
+import math
 import os
+from typing import Sequence
 
 import torch
+from torch import Tensor
 
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
 _policy: dict[str, object] = {"device": None, "dtype": None}
+
+__all__ = ["get_device", "get_dtype", "set_policy", "resolve", "seed_offset", "generator", "numpy_rng", "require_float64", "randn", "rand",
+           "uniform", "log_uniform", "randint", "randperm", "describe"]
 
 
 def _parse_dtype(value: str | torch.dtype) -> torch.dtype:
@@ -49,22 +74,120 @@ def set_policy(device: str | torch.device | None = None, dtype: str | torch.dtyp
     _policy["dtype"] = None if dtype is None else _parse_dtype(dtype)
 
 
-def resolve(device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> tuple[torch.device, torch.dtype]:
+def resolve(device: str | torch.device | None = None, dtype: torch.dtype | str | None = None
+            ) -> tuple[torch.device, torch.dtype]:
     """Explicit arguments win; ``None`` falls back to the policy."""
     return (torch.device(device) if device is not None else get_device(),
             _parse_dtype(dtype) if dtype is not None else get_dtype())
 
 
-def generator(seed: int, device: str | torch.device | None = None) -> torch.Generator:
-    """A seeded ``torch.Generator`` on ``device``: reruns are bit-identical on the same device."""
-    if not isinstance(seed, int) or seed < 0:
+def seed_offset() -> int:
+    """The offset ``COMPANION_SEED`` adds to every seed (0 when unset); see the randomness policy above."""
+    raw = os.environ.get("COMPANION_SEED", "0").strip() or "0"
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"COMPANION_SEED must be a non-negative integer, got {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"COMPANION_SEED must be a non-negative integer, got {raw!r}")
+    return value
+
+
+def generator(seed: int) -> torch.Generator:
+    """A seeded CPU ``torch.Generator`` (seed ``seed + COMPANION_SEED``): the same stream on every machine.
+
+    Always on the CPU, whatever the policy device: draw with the samplers below, which move the result to
+    the device afterwards, so one seed gives bit-identical float64 draws on CPU and GPU.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    return torch.Generator(device="cpu").manual_seed(seed + seed_offset())
+
+
+def numpy_rng(seed: int):
+    """A ``numpy.random.Generator`` seeded with ``seed + COMPANION_SEED`` (for host-side statistics such as a
+    bootstrap; tensors are drawn with :func:`generator` and the samplers below)."""
+    import numpy as np
+
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    return np.random.default_rng(seed + seed_offset())
+
+
+def require_float64(reason: str) -> None:
+    """Switch the policy to float64, with a printed note, when it is float32 (``COMPANION_DTYPE=float32``).
+
+    For a chapter whose checks need float64 resolution (``reason`` says which); the README lists them.
+    """
+    if get_dtype() != torch.float64:
+        print(f"note: this chapter needs float64 ({reason}); running it in float64 instead of {get_dtype()}.")
+        set_policy(device=_policy["device"], dtype=torch.float64)
+
+
+def _check_generator(gen: torch.Generator | None) -> None:
+    if gen is not None and (not isinstance(gen, torch.Generator) or gen.device.type != "cpu"):
+        where = gen.device if isinstance(gen, torch.Generator) else type(gen).__name__
+        raise ValueError(f"generator must be a CPU torch.Generator (see companion.device.generator), got one on {where}")
+
+
+def _shape(shape: Sequence[int] | int) -> tuple[int, ...]:
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in shape):
+        raise ValueError(f"shape must be a sequence of non-negative ints, got {shape!r}")
+    return shape
+
+
+def randn(shape: Sequence[int] | int, *, generator: torch.Generator | None, device=None, dtype=None) -> Tensor:
+    """Standard normal draws of ``shape``: drawn on the CPU from ``generator``, then moved to ``device``."""
+    _check_generator(generator)
+    dev, dt = resolve(device, dtype)
+    return torch.randn(_shape(shape), generator=generator, dtype=dt).to(dev)
+
+
+def rand(shape: Sequence[int] | int, *, generator: torch.Generator | None, device=None, dtype=None) -> Tensor:
+    """Uniform draws on ``[0, 1)`` of ``shape``: drawn on the CPU from ``generator``, then moved to ``device``."""
+    _check_generator(generator)
+    dev, dt = resolve(device, dtype)
+    return torch.rand(_shape(shape), generator=generator, dtype=dt).to(dev)
+
+
+def uniform(shape: Sequence[int] | int, low: float, high: float, *, generator: torch.Generator | None,
+            device=None, dtype=None) -> Tensor:
+    """Uniform draws on ``[low, high)`` of ``shape`` (CPU draw, then moved)."""
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise ValueError(f"need finite low < high, got [{low}, {high})")
+    return low + (high - low) * rand(shape, generator=generator, device=device, dtype=dtype)
+
+
+def log_uniform(shape: Sequence[int] | int, low: float, high: float, *, generator: torch.Generator | None,
+                device=None, dtype=None) -> Tensor:
+    """Draws whose logarithm is uniform on ``[log low, log high)`` (scales spread over decades)."""
+    if not (0 < low < high < math.inf):
+        raise ValueError(f"need 0 < low < high < inf, got [{low}, {high})")
+    return torch.exp(uniform(shape, math.log(low), math.log(high), generator=generator, device=device, dtype=dtype))
+
+
+def randint(low: int, high: int, shape: Sequence[int] | int, *, generator: torch.Generator | None,
+            device=None) -> Tensor:
+    """Integers uniform on ``[low, high)`` (int64) of ``shape`` (CPU draw, then moved)."""
+    _check_generator(generator)
+    if not high > low:
+        raise ValueError(f"need high > low, got [{low}, {high})")
     dev, _ = resolve(device)
-    return torch.Generator(device=dev).manual_seed(seed)
+    return torch.randint(low, high, _shape(shape), generator=generator).to(dev)
+
+
+def randperm(n: int, *, generator: torch.Generator | None, device=None) -> Tensor:
+    """A uniformly random permutation of ``0 … n−1`` (int64, CPU draw, then moved)."""
+    _check_generator(generator)
+    dev, _ = resolve(device)
+    return torch.randperm(n, generator=generator).to(dev)
 
 
 def describe() -> str:
-    """One line for a chapter to print: device, dtype, torch version."""
+    """One line for a chapter to print: device, dtype, torch version, seed offset."""
     dev, dt = resolve()
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "CPU"
-    return f"device={dev} ({name}), dtype={str(dt).replace('torch.', '')}, torch {torch.__version__}"
+    offset = seed_offset()
+    seed = f", seed offset {offset}" if offset else ""
+    return f"device={dev} ({name}), dtype={str(dt).replace('torch.', '')}, torch {torch.__version__}{seed}"

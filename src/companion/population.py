@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from . import validation
+from .device import randn
 
 __all__ = [
     "angle", "relu_kernel", "relu_kernel_grad", "gate_second_moment", "loss", "gradient", "hessian",
@@ -390,13 +391,11 @@ def mc_mean(fn: Callable[[Tensor], Tensor], d: int, n: int, *, generator: torch.
     validation.positive_int("n", n)
     validation.positive_int("batch", batch)
     validation.positive_int("d", d)
-    if device is None and generator is not None:
-        device = generator.device
     total = s1 = s2 = shift = None
     done = 0
     while done < n:
         b = min(batch, n - done)
-        x = torch.randn(b, d, generator=generator, dtype=dtype, device=device)
+        x = randn((b, d), generator=generator, dtype=dtype, device=device)
         y = fn(x)
         if shift is None:
             shift = y.mean(0)

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from . import validation
-from .device import resolve
+from .device import randn, resolve
 
 
 # ----------------------------------------------------------------------------------------------- data
@@ -49,7 +49,7 @@ def orthonormal_rows(r: int, d: int, *, generator: torch.Generator | None = None
     if r > d:
         raise ValueError(f"need r <= d for orthonormal rows, got r={r}, d={d}")
     dev, dt = resolve(device, dtype)
-    g = torch.randn(d, r, generator=generator, device=dev, dtype=dt)
+    g = randn((d, r), generator=generator, device=dev, dtype=dt)
     q, rr = torch.linalg.qr(g)
     q = q * torch.sign(torch.diagonal(rr)).unsqueeze(0)
     return q.T.contiguous()
@@ -70,7 +70,7 @@ def gaussian_data(n: int, d: int, target: Tensor, *, ensemble: int | None = None
         raise ValueError(f"target has {target.shape[-1]} columns but d = {d}")
     dev, dt = resolve(device, dtype)
     shape = (n, d) if ensemble is None else (validation.positive_int("ensemble", ensemble), n, d)
-    X = torch.randn(*shape, generator=generator, device=dev, dtype=dt)
+    X = randn(shape, generator=generator, device=dev, dtype=dt)
     A = target.to(device=dev, dtype=dt)
     Y = X @ A if A.ndim == 1 else X @ A.T
     return X, Y
@@ -91,9 +91,9 @@ def xavier_init(k: int, d: int, ensemble: int, sigma: float, *, r: int | None = 
     validation.nonnegative("sigma", sigma)
     rr = 1 if r is None else validation.positive_int("r", r)
     dev, dt = resolve(device, dtype)
-    W = sigma * math.sqrt(2.0 / (k + d)) * torch.randn(ensemble, k, d, generator=generator, device=dev, dtype=dt)
+    W = sigma * math.sqrt(2.0 / (k + d)) * randn((ensemble, k, d), generator=generator, device=dev, dtype=dt)
     shape = (ensemble, k) if r is None else (ensemble, k, rr)
-    V = sigma * math.sqrt(2.0 / (rr + k)) * torch.randn(*shape, generator=generator, device=dev, dtype=dt)
+    V = sigma * math.sqrt(2.0 / (rr + k)) * randn(shape, generator=generator, device=dev, dtype=dt)
     return W, V
 
 
@@ -108,8 +108,8 @@ def gaussian_init(k: int, d: int, ensemble: int, sigma: float, *, generator: tor
     validation.positive_int("ensemble", ensemble)
     validation.nonnegative("sigma", sigma)
     dev, dt = resolve(device, dtype)
-    W = sigma / math.sqrt(d) * torch.randn(ensemble, k, d, generator=generator, device=dev, dtype=dt)
-    v = sigma / math.sqrt(k) * torch.randn(ensemble, k, generator=generator, device=dev, dtype=dt)
+    W = sigma / math.sqrt(d) * randn((ensemble, k, d), generator=generator, device=dev, dtype=dt)
+    v = sigma / math.sqrt(k) * randn((ensemble, k), generator=generator, device=dev, dtype=dt)
     return W, v
 
 
@@ -130,8 +130,8 @@ def theorem2_init(d: int, ensemble: int, sigma: float, *, signs: Sequence[float]
         raise ValueError(f"signs must be a non-empty sequence of +1/-1, got {list(signs)!r}")
     k = len(s)
     dev, dt = resolve(device, dtype)
-    W = sigma / math.sqrt(d) * torch.randn(ensemble, k, d, generator=generator, device=dev, dtype=dt)
-    xi = torch.randn(ensemble, k, d, generator=generator, device=dev, dtype=dt).norm(dim=-1)   # ξ² ~ χ²_d
+    W = sigma / math.sqrt(d) * randn((ensemble, k, d), generator=generator, device=dev, dtype=dt)
+    xi = randn((ensemble, k, d), generator=generator, device=dev, dtype=dt).norm(dim=-1)   # ξ² ~ χ²_d
     v = torch.tensor(s, device=dev, dtype=dt) * (sigma / math.sqrt(d)) * xi
     return W, v
 

@@ -34,6 +34,7 @@ from torch import Tensor
 from torch.func import grad, jvp
 
 from . import activations, device, validation
+from .device import randn
 
 ARCHS = ("fc", "res")
 Params = dict
@@ -99,10 +100,10 @@ def init_params(d: int, m: int, H: int, ensemble: int = 1, *, generator: torch.G
     for name, v in (("d", d), ("m", m), ("H", H), ("ensemble", ensemble)):
         validation.positive_int(name, v)
     dev, dt = device.resolve(device_, dtype)
-    p = {"W1": torch.randn(ensemble, m, d, generator=generator, device=dev, dtype=dt)}
+    p = {"W1": randn((ensemble, m, d), generator=generator, device=dev, dtype=dt)}
     for h in range(2, H + 1):
-        p[f"W{h}"] = torch.randn(ensemble, m, m, generator=generator, device=dev, dtype=dt)
-    p["a"] = torch.randn(ensemble, m, generator=generator, device=dev, dtype=dt)
+        p[f"W{h}"] = randn((ensemble, m, m), generator=generator, device=dev, dtype=dt)
+    p["a"] = randn((ensemble, m), generator=generator, device=dev, dtype=dt)
     return p
 
 
@@ -111,7 +112,7 @@ def sphere_inputs(n: int, d: int, *, generator: torch.Generator | None = None, d
     validation.positive_int("n", n)
     validation.positive_int("d", d)
     dev, dt = device.resolve(device_, dtype)
-    X = torch.randn(n, d, generator=generator, device=dev, dtype=dt)
+    X = randn((n, d), generator=generator, device=dev, dtype=dt)
     return X / X.norm(dim=1, keepdim=True)
 
 
@@ -288,7 +289,7 @@ def random_direction(params: Params, D: float, *, generator: torch.Generator | N
     ``‖W_h − W_h(0)‖ ≤ D``, ``‖a − a0‖ ≤ D`` of paper C (Chapter 13)."""
     check_params(params)
     validation.nonnegative("D", D)
-    h = {k: torch.randn(v.shape, generator=generator, dtype=v.dtype, device=v.device) for k, v in params.items()}
+    h = {k: randn(v.shape, generator=generator, dtype=v.dtype, device=v.device) for k, v in params.items()}
     return scale_to(h, D)
 
 
@@ -411,7 +412,7 @@ def output_hessian_norm(params: Params, x: Tensor, net: Net = Net(), *, iters: i
     validation.tensor("x", x, ndim=1)
     if x.shape[0] != d:
         raise ValueError(f"x must have shape ({d},), got {tuple(x.shape)}")
-    v0 = {k: torch.randn(v.shape, generator=generator, dtype=v.dtype, device=v.device) for k, v in params.items()}
+    v0 = {k: randn(v.shape, generator=generator, dtype=v.dtype, device=v.device) for k, v in params.items()}
     res = lanczos_extremes(lambda v: output_hvp(params, x, v, net), v0, iters, return_vector=return_vector)
     hist = torch.maximum(res[0].abs(), res[1].abs())
     out = (hist[:, -1],) + ((hist,) if return_history else ()) + ((res[2],) if return_vector else ())
@@ -463,7 +464,7 @@ def ball_measurements(params: Params, X: Tensor, D: float, net: Net = Net(), *, 
     out = {}
     G0 = last_layer_gram(params, X, net)
     h_adv = gram_ascent_direction(params, X, D, net)
-    coef = torch.randn(E, n, generator=generator, dtype=X.dtype, device=X.device)
+    coef = randn((E, n), generator=generator, dtype=X.dtype, device=X.device)
     dirs = {"adv": h_adv, "gd": gradient_direction(params, X, D, coef, net),
             "rand": random_direction(params, D, generator=generator)}
     for name, h in dirs.items():

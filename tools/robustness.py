@@ -1,0 +1,165 @@
+"""Run chapters on other random streams and with their negative controls swapped in; tabulate verdicts by seed.
+
+    python tools/robustness.py run book/paper_b/09_failures.md --seed 1 --falsify [--scale paper]
+    python tools/robustness.py seeds --seeds 5 [--scale quick] [--out book/_generated/seeds.md]
+
+``run`` executes one chapter's paired notebook with ``COMPANION_SEED`` (the offset added to every seed),
+``COMPANION_FALSIFY`` and ``COMPANION_SCALE`` set, reads the claim records it writes and prints, row by row, the
+verdict on the data and the verdict of its negative control; it exits non-zero on a *problem*: a row that fails
+on the data, a control that is accepted, or a chapter without records. Under ``--falsify`` the chapter's own
+``assert`` is expected to fail (that is the point of a control); the records tell whether it failed for the right
+reason. ``seeds`` runs every chapter of ``_toc.yml`` at offsets ``0 … N−1`` and writes a verdict × seed table.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class ChapterRun:
+    """What one execution of a chapter left: its claim records, the error (if the notebook raised) and problems."""
+
+    chapter: str
+    seed: int
+    falsify: bool
+    records: list[dict] = field(default_factory=list)
+    error: str = ""
+    seconds: float = 0.0
+
+    @property
+    def problems(self) -> list[str]:
+        out = []
+        if not self.records:
+            out.append(f"{self.chapter}: no claim records (the chapter stopped before its claim check: {self.error[-400:]})")
+        for r in self.records:
+            if not r["passed"]:
+                out.append(f"{self.chapter} seed {self.seed}: row {r['claim']!r} fails on the data ({r['measured']})")
+            if self.falsify and r.get("control") is not None and r.get("control_passed"):
+                out.append(f"{self.chapter} seed {self.seed}: row {r['claim']!r} accepts its wrong value {r['control']}")
+        if self.records and self.error and not self.falsify:
+            out.append(f"{self.chapter} seed {self.seed}: the notebook raised after its claim check: {self.error[-400:]}")
+        if self.falsify and self.records and not any(r.get("control") for r in self.records):
+            pass                                   # a chapter of bound rows only: nothing to swap in
+        return out
+
+
+def chapters() -> list[Path]:
+    """The chapter sources (``.md``) in ``_toc.yml`` order."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [ROOT / f"{c['file']}.md" for part in toc.get("parts", []) for c in part.get("chapters", [])]
+    return [f for f in files if f.exists() and f.read_text().startswith("---\njupytext:")]
+
+
+def run_chapter(source: Path, *, seed: int = 0, falsify: bool = False, scale: str = "quick",
+                timeout: int = 3600) -> ChapterRun:
+    """Execute the paired notebook of ``source`` in a fresh kernel with the given switches."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    source = Path(source).resolve()
+    nb_path = source.with_suffix(".ipynb")
+    nb = nbformat.read(nb_path, as_version=4)
+    run = ChapterRun(source.stem, seed, falsify)
+    saved = {k: os.environ.get(k) for k in ("COMPANION_SEED", "COMPANION_FALSIFY", "COMPANION_SCALE",
+                                            "COMPANION_CLAIMS_DIR", "COMPANION_PROGRESS", "COMPANION_WIDGETS")}
+    with tempfile.TemporaryDirectory() as records:
+        os.environ.update(COMPANION_SEED=str(seed), COMPANION_FALSIFY="1" if falsify else "0",
+                          COMPANION_SCALE=scale, COMPANION_CLAIMS_DIR=records, COMPANION_PROGRESS="0",
+                          COMPANION_WIDGETS="static")
+        t0 = time.perf_counter()
+        try:
+            NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                           resources={"metadata": {"path": str(nb_path.parent)}}).execute()
+        except CellExecutionError as exc:
+            run.error = str(exc)
+        finally:
+            run.seconds = time.perf_counter() - t0
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        for path in sorted(Path(records).glob("*.json")):
+            run.records += json.loads(path.read_text())
+    return run
+
+
+def _print_run(run: ChapterRun) -> None:
+    print(f"{run.chapter}: seed offset {run.seed}, falsify {run.falsify}, {run.seconds:.0f} s, {len(run.records)} rows")
+    for r in run.records:
+        control = ""
+        if r.get("control") is not None:
+            control = f" | control {r['control']}: {'ACCEPTED' if r['control_passed'] else 'rejected'}"
+        print(f"  [{'PASS' if r['passed'] else 'FAIL'}] {r['claim']} | {r['measured']}{control}")
+    for p in run.problems:
+        print("  PROBLEM:", p)
+
+
+def seeds_table(runs: dict[str, list[ChapterRun]], scale: str) -> str:
+    """A markdown table: one line per claim row, one column per seed offset (✅ / ⚠️ erratum holds / ❌)."""
+    seeds = sorted({r.seed for rs in runs.values() for r in rs})
+    mark = {"holds": "✅", "erratum": "⚠️", "fails": "❌"}
+    lines = [f"Measured {dt.date.today().isoformat()} on {platform.machine()} "
+             f"({os.cpu_count()} CPU cores, {platform.system()}), `{scale}` scale, seed offsets {seeds[0]}–{seeds[-1]} "
+             f"(`COMPANION_SEED`). ✅ holds · ⚠️ the corrected statement of an erratum holds · ❌ fails · "
+             "— the chapter stopped before its check.", "",
+             "| chapter | claim | " + " | ".join(str(s) for s in seeds) + " |",
+             "| --- | --- | " + " | ".join("---" for _ in seeds) + " |"]
+    for chapter, rs in runs.items():
+        names = list(dict.fromkeys(r["claim"] for run in rs for r in run.records))
+        for name in names:
+            cells = []
+            for s in seeds:
+                rec = [r for run in rs if run.seed == s for r in run.records if r["claim"] == name]
+                cells.append(mark[rec[0]["verdict"]] if rec else "—")
+            lines.append(f"| {chapter} | {name.replace('|', '/')} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    one = sub.add_parser("run", help="run one chapter")
+    one.add_argument("chapter", type=Path)
+    one.add_argument("--seed", type=int, default=0)
+    one.add_argument("--falsify", action="store_true")
+    one.add_argument("--scale", default="quick", choices=["quick", "paper"])
+    many = sub.add_parser("seeds", help="every chapter at seed offsets 0..N-1; writes a verdict x seed table")
+    many.add_argument("--seeds", type=int, default=3)
+    many.add_argument("--scale", default="quick", choices=["quick", "paper"])
+    many.add_argument("--out", type=Path, default=ROOT / "book" / "_generated" / "seeds.md")
+    args = parser.parse_args(argv)
+    if args.cmd == "run":
+        run = run_chapter(args.chapter, seed=args.seed, falsify=args.falsify, scale=args.scale)
+        _print_run(run)
+        return 1 if run.problems else 0
+    runs: dict[str, list[ChapterRun]] = {}
+    problems = []
+    for source in chapters():
+        for s in range(args.seeds):
+            run = run_chapter(source, seed=s, scale=args.scale)
+            _print_run(run)
+            runs.setdefault(source.stem, []).append(run)
+            problems += run.problems
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(seeds_table(runs, args.scale))
+    print(f"wrote {args.out}; {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

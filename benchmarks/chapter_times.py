@@ -1,4 +1,4 @@
-"""Wall time per chapter, as a fraction of its budget (issue 7, item 4).
+"""Wall time per chapter, as a fraction of its budget.
 
 Three modes:
 

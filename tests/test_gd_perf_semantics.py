@@ -1,4 +1,4 @@
-"""The engine's optimised inner loop (issue 7) keeps the semantics of the straightforward one.
+"""The engine's optimised inner loop keeps the semantics of the straightforward one.
 
 ``reference_run`` below is the engine's loop as first written (four-pass ``isfinite(x).all(1)`` checks,
 ``p − η g`` then ``copy_(where(...))``). :func:`companion.gd.run` now uses a one-reduction finiteness

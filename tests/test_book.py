@@ -54,3 +54,73 @@ def test_book_builds_with_warnings_as_errors(built_site):
     assert (html / "book" / "paper_a" / "01_setup.html").exists()
     page = (html / "book" / "paper_a" / "01_setup.html").read_text()
     assert "colab.research.google.com/github/" in page and "01_setup.ipynb" in page
+
+
+# ------------------------------------------------------------------------------ chapter conventions
+BARE_RANDOM = re.compile(r"torch\.(randn|rand|randint|randperm|normal|bernoulli|multinomial|randn_like|rand_like)\(|"
+                         r"\.(uniform_|normal_|bernoulli_|exponential_|random_)\(|np\.random\.(default_rng|seed|rand|randn)\(")
+PRIVATE_CALL = re.compile(r"\b[A-Za-z_][\w.]*\._[a-z]\w*\(")
+MAX_CELL_LINES = 30
+
+
+def _code_cells(md: Path) -> list[tuple[int, list[str]]]:
+    """(index, non-blank source lines) of every code cell of a chapter."""
+    import jupytext
+
+    nb = jupytext.read(md)
+    return [(i, [ln for ln in c.source.splitlines() if ln.strip()]) for i, c in enumerate(nb.cells)
+            if c.cell_type == "code"]
+
+
+def test_chapters_draw_random_numbers_only_through_the_package():
+    """The randomness policy (companion.device): a bare torch/numpy sampler would draw another stream on a GPU."""
+    bad = [f"{md.name}:{i}: {ln.strip()}" for md in chapters.chapters() for i, ln in enumerate(md.read_text().splitlines(), 1)
+           if BARE_RANDOM.search(ln)]
+    assert bad == [], "\n".join(bad)
+
+
+def test_chapters_call_no_private_names_and_keep_cells_short():
+    problems = []
+    for md in chapters.chapters():
+        for i, lines in _code_cells(md):
+            problems += [f"{md.name} cell {i}: private name in {ln.strip()!r}" for ln in lines
+                         if PRIVATE_CALL.search(ln) and not ln.lstrip().startswith("#")]
+            if len(lines) > MAX_CELL_LINES:
+                problems.append(f"{md.name} cell {i}: {len(lines)} lines (at most {MAX_CELL_LINES})")
+    assert problems == [], "\n".join(problems)
+
+
+def test_chapters_share_the_running_box_and_name_their_records():
+    for md in chapters.chapters():
+        text = md.read_text()
+        assert "{include} ../_snippets/running.md" in text, f"{md.name}: the shared 'Running this chapter' box"
+        assert f'chapter="{md.stem}"' in text, f"{md.name}: ClaimCheck(..., chapter=\"{md.stem}\") names its records"
+        assert "set_num_threads" not in text, f"{md.name}: chapters do not change global thread settings"
+
+
+# ------------------------------------------------------------------------------ coverage of the papers
+REFS_RE = re.compile(r"refs=(\"[^\"]+\"|'[^']+'|\([^)]*\)|\[[^\]]*\])")
+
+
+def chapter_refs() -> dict[str, set[str]]:
+    """Result id -> chapters whose claim rows name it in ``refs=`` (read from the chapter sources)."""
+    out: dict[str, set[str]] = {}
+    for md in chapters.chapters():
+        for m in REFS_RE.finditer(md.read_text()):
+            for ref in re.findall(r"[\"']([^\"']+)[\"']", m.group(1)):
+                out.setdefault(ref, set()).add(md.stem)
+    return out
+
+
+def test_every_result_of_the_papers_is_checked_or_has_a_reason():
+    from companion import _book
+
+    items = {i["id"]: i for i in _book.coverage_inventory(ROOT)}
+    assert {i[0] for i in items} == {"A", "B", "C"}, "book/coverage/{A,B,C}.yml list the three papers' results"
+    refs = chapter_refs()
+    unknown = sorted(set(refs) - set(items))
+    assert unknown == [], f"claim rows name results missing from book/coverage/*.yml: {unknown}"
+    orphan = sorted(i for i, item in items.items() if i not in refs and not item.get("reason"))
+    assert orphan == [], f"results neither checked by a claim row nor given a reason: {orphan}"
+    both = sorted(i for i, item in items.items() if i in refs and item.get("reason"))
+    assert both == [], f"results checked by a row but also given a reason for not being checked: {both}"

@@ -34,21 +34,27 @@ def _doctree_with(*checks):
     return doc
 
 
-def test_verdict_counts_the_claim_check_rows():
-    ok = ClaimCheck("a")
-    ok.add("x", paper="p", measured="m", passed=True)
-    ok.add("y", paper="p", measured="m", passed=True)
-    bad = ClaimCheck("b")
-    bad.add("z", paper="p", measured="m", passed=False)
-    assert _book.chapter_verdict(_doctree_with(ok)) == (2, 0)
-    assert _book.chapter_verdict(_doctree_with(ok, bad)) == (2, 1)
-    assert _book.chapter_verdict(nodes.section()) == (0, 0)
-    assert _book.verdict_text(2, 0, erratum=False).startswith("✅")
-    assert _book.verdict_text(2, 0, erratum=True).startswith("⚠️")
-    assert _book.verdict_text(2, 1, erratum=False).startswith("❌")
-    assert _book.verdict_text(0, 0, erratum=False) == "not executed in this build"
+ROW = dict(refs="B Lemma 9", source="'...'", threshold="ratio <= 1 (the lemma's constant)", paper="p", measured="m")
 
 
-def test_erratum_detection():
-    assert _book.ERRATUM_RE.search("text\n```{admonition} Erratum: the saddle\n:class: warning\n")
-    assert not _book.ERRATUM_RE.search("```{admonition} Running this chapter\n")
+def test_verdict_comes_from_the_embedded_records():
+    ok = ClaimCheck("a", chapter="a")
+    ok.add("x", passed=True, **ROW)
+    ok.add("y", passed=True, **ROW)
+    err = ClaimCheck("b", chapter="b")
+    err.add("corrected", passed=True, erratum="the paper's statement", **ROW)
+    bad = ClaimCheck("c", chapter="c")
+    bad.add("z", passed=False, **ROW)
+    recs = _book.chapter_records(_doctree_with(ok))
+    assert [r["claim"] for r in recs] == ["x", "y"] and recs[0]["refs"] == ["B Lemma 9"]
+    assert _book.verdict_text(recs).startswith("✅")
+    assert _book.verdict_text(_book.chapter_records(_doctree_with(ok, err))).startswith("⚠️ paper contradicted in 1")
+    assert _book.verdict_text(_book.chapter_records(_doctree_with(ok, bad))).startswith("❌ 1 of 3")
+    assert _book.verdict_text([]) == "not executed in this build"
+
+
+def test_coverage_inventory_ids_are_unique_and_well_formed():
+    items = _book.coverage_inventory(ROOT)
+    ids = [i["id"] for i in items]
+    assert len(ids) == len(set(ids)), "duplicate ids in book/coverage/*.yml"
+    assert all(i.split(" ", 1)[0] in ("A", "B", "C") for i in ids), ids

@@ -3,11 +3,17 @@
 It lives in the package rather than in book/ so that a build with a copied ``--config`` (tests/conftest.py)
 still finds it; nothing in the package imports it (it needs Sphinx, which only the book build has).
 
+* The claim records: every chapter's claim check embeds its rows as JSON in its table's HTML
+  (:meth:`companion.claims.ClaimCheck.report`); the build collects them from the executed chapters and writes them
+  to ``claims.json`` at the site's root (chapter, row, paper value, measured value, interval, verdict, seed, scale,
+  device, dtype, torch version, commit, wall time).
 * The ``{companion-chapters}`` directive (on the landing page): a table of every chapter in ``_toc.yml``, in
   order, with the result it reproduces (the titles of its ``prf:`` boxes) and the verdict of its claim check as
-  this build executed it (the ✅/❌ rows of the chapter's claim-check output, and whether the chapter has an
-  *Erratum* box). Nothing is typed by hand, so a new chapter appears with its measured verdict on the next build;
-  a build without execution says so in the verdict column.
+  this build executed it, from the records: how many rows hold, how many test the corrected statement of an
+  erratum (the paper contradicted), how many fail. A build without execution says so in the verdict column.
+* The ``{companion-coverage}`` directive (the coverage page): every numbered result of the three papers, listed
+  in ``book/coverage/{A,B,C}.yml``, with the chapters and rows that check it and their verdicts (from the records),
+  or the reason it is not checked.
 
 * The ``.ipynb`` download button of each chapter serves the chapter's **paired notebook** (``book/<part>/<NN>_x.ipynb``,
   the file the Colab button opens, no outputs) instead of sphinx-book-theme's copy of myst-nb's executed
@@ -19,6 +25,7 @@ still finds it; nothing in the package imports it (it needs Sphinx, which only t
 """
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -28,7 +35,6 @@ from docutils import nodes
 from docutils.parsers.rst import Directive
 
 PRF_TITLE_RE = re.compile(r"^\s*(?:```+|:::+)\{prf:(?!proof\b)\w+\}[ \t]*(?P<title>[^\n]*)$", re.M)
-ERRATUM_RE = re.compile(r"^\s*(?:```+|:::+)\{admonition\}\s*Erratum", re.M)
 
 
 # ------------------------------------------------------------------------------- the chapter table
@@ -36,15 +42,24 @@ class chapter_table(nodes.General, nodes.Element):
     """Placeholder for the chapter table, replaced at doctree-resolved (when every chapter has been read)."""
 
 
+class coverage_table(nodes.General, nodes.Element):
+    """Placeholder for the coverage table, replaced at doctree-resolved."""
+
+
 class ChapterTableDirective(Directive):
     has_content = False
+    node = chapter_table
 
     def run(self):
         env = self.state.document.settings.env
         if not hasattr(env, "companion_chapter_table_docs"):
             env.companion_chapter_table_docs = set()
         env.companion_chapter_table_docs.add(env.docname)
-        return [chapter_table()]
+        return [self.node()]
+
+
+class CoverageTableDirective(ChapterTableDirective):
+    node = coverage_table
 
 
 def toc_chapters(srcdir: Path) -> list[str]:
@@ -55,25 +70,34 @@ def toc_chapters(srcdir: Path) -> list[str]:
             and (Path(srcdir) / f"{d}.md").read_text().startswith("---\njupytext:")]
 
 
-def chapter_verdict(doctree) -> tuple[int, int]:
-    """(claims that hold, claims that fail) in the claim-check tables of an executed chapter's outputs."""
-    held = failed = 0
+CLAIMS_JSON_RE = re.compile(r"<script type='application/json' class='companion-claims'>(?P<data>.*?)</script>", re.S)
+
+
+def chapter_records(doctree) -> list[dict]:
+    """The claim records embedded in an executed chapter's claim-check output (empty when not executed)."""
+    out: list[dict] = []
     for raw in doctree.findall(nodes.raw):
-        text = raw.astext()
-        if "claim-check" in text:
-            held += text.count("✅")
-            failed += text.count("❌")
-    return held, failed
+        for m in CLAIMS_JSON_RE.finditer(raw.astext()):
+            out += json.loads(m.group("data"))          # "<\/" in the HTML is JSON for "</"
+    return out
 
 
-def verdict_text(held: int, failed: int, erratum: bool) -> str:
-    if held + failed == 0:
+def verdict_text(records: list[dict]) -> str:
+    if not records:
         return "not executed in this build"
+    held = sum(r["verdict"] == "holds" for r in records)
+    errata = sum(r["verdict"] == "erratum" for r in records)
+    failed = sum(r["verdict"] == "fails" for r in records)
     if failed:
-        return f"❌ {failed} of {held + failed} checks fail"
-    if erratum:
-        return f"⚠️ partly: the chapter has an erratum; its {held} checks pass"
-    return f"✅ yes ({held} checks)"
+        return f"❌ {failed} of {len(records)} checks fail"
+    if errata:
+        return f"⚠️ paper contradicted in {errata} (erratum; the corrected statement holds), {held} hold"
+    return f"✅ holds ({held} checks)"
+
+
+def _records_by_chapter(app) -> dict[str, list[dict]]:
+    env = app.env
+    return {doc: chapter_records(env.get_doctree(doc)) for doc in toc_chapters(Path(app.srcdir)) if doc in env.all_docs}
 
 
 def _chapter_table(app, fromdoc: str):
@@ -95,7 +119,7 @@ def _chapter_table(app, fromdoc: str):
             r += entry
         return r
 
-    head += row(["Chapter", "Result it reproduces", "Claim held?"])
+    head += row(["Chapter", "Result it reproduces", "Verdict of its claim check"])
     for doc in toc_chapters(srcdir):
         if doc not in env.all_docs:
             continue
@@ -105,14 +129,67 @@ def _chapter_table(app, fromdoc: str):
         link += nodes.reference("", "", *title, internal=True, refuri=app.builder.get_relative_uri(fromdoc, doc))
         source = (srcdir / f"{doc}.md").read_text()
         results = "; ".join(m.group("title").strip() for m in PRF_TITLE_RE.finditer(source)) or "—"
-        held, failed = chapter_verdict(env.get_doctree(doc))
-        body += row([link, results, verdict_text(held, failed, bool(ERRATUM_RE.search(source)))])
+        body += row([link, results, verdict_text(chapter_records(env.get_doctree(doc)))])
+    return table
+
+
+def coverage_inventory(srcdir: Path) -> list[dict]:
+    """The numbered results of the three papers (``book/coverage/{A,B,C}.yml``), in order."""
+    out: list[dict] = []
+    for path in sorted((Path(srcdir) / "book" / "coverage").glob("*.yml")):
+        out += yaml.safe_load(path.read_text()) or []
+    return out
+
+
+def _coverage_table(app, fromdoc: str):
+    by_chapter = _records_by_chapter(app)
+    env = app.env
+    table = nodes.table(classes=["coverage-table", "colwidths-given"])
+    tgroup = nodes.tgroup(cols=3)
+    table += tgroup
+    for width in (22, 40, 38):
+        tgroup += nodes.colspec(colwidth=width)
+    head, body = nodes.thead(), nodes.tbody()
+    tgroup += head
+    tgroup += body
+
+    def row(cells):
+        r = nodes.row()
+        for c in cells:
+            entry = nodes.entry()
+            entry += c if isinstance(c, nodes.Node) else nodes.paragraph(text=c)
+            r += entry
+        return r
+
+    mark = {"holds": "✅", "erratum": "⚠️", "fails": "❌"}
+    head += row(["Result", "Statement", "Checked by (verdict), or why not"])
+    for item in coverage_inventory(Path(app.srcdir)):
+        cell = nodes.paragraph()
+        hits = [(doc, r) for doc, recs in by_chapter.items() for r in recs if item["id"] in r.get("refs", [])]
+        for doc, r in hits:
+            title = env.titles[doc].astext() if doc in env.titles else doc
+            cell += nodes.reference("", title.split(".")[0] if title[:1].isdigit() else title, internal=True,
+                                    refuri=app.builder.get_relative_uri(fromdoc, doc))
+            cell += nodes.Text(f" {mark[r['verdict']]} {r['claim']}; ")
+        if not hits:
+            cell += nodes.Text(item.get("reason") or "not executed in this build")
+        body += row([f"{item['id']}: {item.get('title', '')}", item.get("statement", ""), cell])
     return table
 
 
 def _replace_chapter_tables(app, doctree, docname):
     for node in list(doctree.findall(chapter_table)):
         node.replace_self(_chapter_table(app, docname))
+    for node in list(doctree.findall(coverage_table)):
+        node.replace_self(_coverage_table(app, docname))
+
+
+def _write_claims_json(app, exception):
+    """``claims.json`` at the site's root: every record of this build's executed chapters."""
+    if exception is not None or app.builder.format != "html":
+        return
+    records = [r for recs in _records_by_chapter(app).values() for r in recs]
+    Path(app.outdir, "claims.json").write_text(json.dumps(records, indent=1, ensure_ascii=False))
 
 
 def _always_reread_table_pages(app, env, added, changed, removed):
@@ -163,7 +240,10 @@ def setup(app):
     app.connect("html-page-context", _dedupe_scripts, priority=502)
     app.add_css_file("companion.css")
     app.add_node(chapter_table, html=(_skip, None), latex=(_skip, None), text=(_skip, None))
+    app.add_node(coverage_table, html=(_skip, None), latex=(_skip, None), text=(_skip, None))
     app.add_directive("companion-chapters", ChapterTableDirective)
+    app.add_directive("companion-coverage", CoverageTableDirective)
+    app.connect("build-finished", _write_claims_json)
     app.connect("doctree-resolved", _replace_chapter_tables)
     app.connect("env-get-outdated", _always_reread_table_pages)
     app.connect("env-purge-doc", _purge)

@@ -136,7 +136,7 @@ def train_peer(W0, v0, X, y, steps: int, lr: float):
 # ------------------------------------------------------------------------------------------ sections
 def workload(args, dev: torch.device, dtype: torch.dtype):
     """Paper B's k = 2 workload of Chapter 9: shared Gaussian data, a = e1, Xavier-normal × σ init."""
-    g = cdevice.generator(args.seed, dev)
+    g = cdevice.generator(args.seed)
     a = relunet.unit_target(args.d, device=dev, dtype=dtype)
     X, y = relunet.gaussian_data(args.n, args.d, a, generator=g, device=dev, dtype=dtype)
     W, v = relunet.xavier_init(args.k, args.d, args.seeds, args.sigma, generator=g, device=dev, dtype=dtype)
@@ -238,10 +238,10 @@ def section_formulations(args, dev, dtype, out: dict) -> None:
 def section_hessian(args, dev, dtype, out: dict) -> None:
     h = args.hessian_width
     widths = [args.hessian_d, h, h, 1]
-    g = cdevice.generator(args.seed, dev)
+    g = cdevice.generator(args.seed)
     params = deepnet.init_params(widths, 1, generator=g, device=dev, dtype=dtype)
     X = deepnet.ball_data(args.hessian_n, args.hessian_d, generator=g, device=dev, dtype=dtype)
-    y = torch.randn(args.hessian_n, generator=g, device=dev, dtype=dtype)
+    y = cdevice.randn(args.hessian_n, generator=g, device=dev, dtype=dtype)
     f = curvature.deepnet_loss_fn(params, X, y, "tanh")
     theta = curvature.flatten(params)
     P = theta.shape[1]

@@ -7,6 +7,10 @@ constant). A member whose loss, gradient or parameters become non-finite is mark
 iteration and frozen, while the others continue; nothing raises. The divergence bookkeeping stays on
 the device (no host sync per step). History is recorded at chosen iterations into preallocated tensors.
 
+On CUDA the step (loss-and-gradient, divergence bookkeeping, step-size rule, update) can be captured once
+in a CUDA graph and replayed, which removes the per-kernel launch cost that dominates small ensembles;
+history is recorded outside the graph. See the ``capture`` argument of :func:`run`.
+
 The engine is model-agnostic: it takes ``loss_and_grad(params) -> (loss (E,), grads)`` where ``grads``
 matches ``params`` (e.g. :func:`companion.deepnet.loss_and_gradient`).
 """
@@ -31,7 +35,11 @@ Observer = Callable[[Params, Tensor, Sequence[Tensor]], Tensor]
 
 
 def constant(eta: float | Tensor) -> StepRule:
-    """A constant step size: a scalar for all members, or an ``(E,)`` tensor of per-member steps."""
+    """A constant step size: a scalar for all members, or an ``(E,)`` tensor of per-member steps.
+
+    The rule is marked ``capturable`` (it ignores ``t`` and makes no host conversion), so :func:`run` may
+    capture it in a CUDA graph. A per-member tensor is converted to the loss's device and dtype once.
+    """
     if isinstance(eta, Tensor):
         validation.tensor("eta", eta, ndim=1)
         if bool((eta <= 0).any()):
@@ -39,14 +47,21 @@ def constant(eta: float | Tensor) -> StepRule:
     elif not float(eta) > 0 or float(eta) == float("inf"):
         raise ValueError(f"step size must be a positive finite number, got {eta!r}")
 
+    value = None if isinstance(eta, Tensor) else float(eta)
+    converted: dict = {}                     # eta on the loss's device and dtype, converted once (no copy per step)
+
     def rule(params: Params, loss: Tensor, grads: Sequence[Tensor], t: int) -> Tensor:
-        if isinstance(eta, Tensor):
-            if eta.shape[0] != loss.shape[0]:
-                raise ValueError(f"eta has {eta.shape[0]} entries but the ensemble has {loss.shape[0]} members")
-            return eta.to(loss)
-        return torch.full_like(loss, float(eta))
+        if value is not None:
+            return torch.full_like(loss, value)
+        if eta.shape[0] != loss.shape[0]:
+            raise ValueError(f"eta has {eta.shape[0]} entries but the ensemble has {loss.shape[0]} members")
+        key = (loss.device, loss.dtype)
+        if key not in converted:
+            converted[key] = eta.to(loss)
+        return converted[key]
 
     rule.description = f"constant({eta if not isinstance(eta, Tensor) else 'per-member'})"  # type: ignore[attr-defined]
+    rule.capturable = True  # type: ignore[attr-defined]  # independent of t, no host sync: CUDA-graph safe
     return rule
 
 
@@ -100,36 +115,66 @@ def _progress_enabled(progress: bool | None, work: int) -> bool:
     return work >= 200_000
 
 
+def _capture_wanted(capture: bool | None, dev: torch.device, rule: StepRule) -> bool:
+    if capture is None:
+        return dev.type == "cuda" and bool(getattr(rule, "capturable", False))
+    if not capture:
+        return False
+    if dev.type != "cuda":
+        raise ValueError(f"capture=True needs CUDA tensors; the parameters are on {dev}")
+    if not getattr(rule, "capturable", False):
+        raise ValueError("capture=True replays the step-size rule with t frozen at its capture value: mark a rule "
+                         "that ignores t and makes no host conversion with rule.capturable = True "
+                         "(gd.constant is marked)")
+    return True
+
+
 def run(loss_and_grad: LossAndGrad, params: Sequence[Tensor], steps: int, step_size: StepRule | float | Tensor,
         *, record_at: Sequence[int] | Tensor | None = None, observers: Mapping[str, Observer] | None = None,
-        progress: bool | None = None, desc: str = "GD") -> GDResult:
-    """Full-batch gradient descent ``θ_{t+1} = θ_t − η_t ∇𝓛(θ_t)`` on an ensemble, for ``steps`` steps.
+        progress: bool | None = None, desc: str = "GD", capture: bool | None = None) -> GDResult:
+    """Full-batch gradient descent ``θ_{t+1} = θ_t − η_t ∇𝓛(θ_t)`` on an ensemble, for ``steps`` steps (Chapter 1).
 
     ``params``: tensors with leading ensemble axis ``E`` (copied; the inputs are not modified).
     ``step_size``: a :data:`StepRule`, a float, or an ``(E,)`` tensor (constant per member).
     ``record_at``: iterations in ``[0, steps]`` at which to record (default: 0 and ``steps``); the state
     recorded at ``t`` is the one *before* step ``t`` (``t = steps`` is the final state).
     ``observers``: extra quantities to record; ``loss``, ``eta`` are always recorded.
+    ``capture``: on CUDA, capture one step (the update, then loss-and-gradient, divergence bookkeeping and
+    the rule at the new point) in a CUDA graph and replay it ``steps`` times; recording and observers run
+    outside the graph. ``None`` (default) captures when the parameters are on CUDA and the rule is marked
+    ``capturable`` (:func:`constant` is), ``False`` never, ``True`` always (an error on the CPU or with an
+    unmarked rule). The closure must then make no host conversion after its first call (the one-off checks
+    of :func:`companion.relunet.make_loss_and_grad` and :func:`companion.deepnet.make_loss_and_grad` run in
+    a warm-up before the capture). The graph replays the eager loop's kernels: the results equal the eager
+    loop's (``tests/test_gpu.py``). ``meta['captured']`` says which path ran.
     """
     validation.positive_int("steps", steps)
     if not isinstance(params, (list, tuple)) or not params:
         raise ValueError("params must be a non-empty list of tensors with a leading ensemble axis")
+    for i, p in enumerate(params[1:], 1):
+        if isinstance(p, Tensor) and isinstance(params[0], Tensor) and p.device != params[0].device:
+            raise ValueError(f"params[{i}] is on {p.device} but params[0] is on {params[0].device}")
     params = [validation.tensor(f"params[{i}]", p, finite=True).detach().clone() for i, p in enumerate(params)]
     E = params[0].shape[0]
     if any(p.shape[0] != E for p in params):
         raise ValueError(f"every parameter tensor needs the same leading ensemble size; got {[p.shape[0] for p in params]}")
+    dev = params[0].device
+    if isinstance(step_size, Tensor):
+        validation.tensor("step_size", step_size, ndim=1)
+        step_size = step_size.to(dev)                      # one copy, not one per step
     rule = step_size if callable(step_size) else constant(step_size)
     if record_at is None:
         record_at = [0, steps]
-    rec = torch.as_tensor(record_at, dtype=torch.long).flatten().unique(sorted=True)
+    rec = torch.as_tensor(record_at, dtype=torch.long).cpu().flatten().unique(sorted=True)
     if rec.numel() == 0 or rec.min() < 0 or rec.max() > steps:
         raise ValueError(f"record_at must lie in [0, {steps}]")
     slot = {int(t): i for i, t in enumerate(rec.tolist())}
     observers = dict(observers or {})
-    dev = params[0].device
+    captured = _capture_wanted(capture, dev, rule)
     history: dict[str, Tensor] = {}
     alive = torch.ones(E, dtype=torch.bool, device=dev)
     diverged_at = torch.full((E,), -1, dtype=torch.long, device=dev)
+    views = [(E,) + (1,) * (p.ndim - 1) for p in params]
 
     def record(i: int, loss: Tensor, grads: Sequence[Tensor], eta: Tensor) -> None:
         values = {"loss": loss, "eta": eta, **{k: f(params, loss, grads) for k, f in observers.items()}}
@@ -140,40 +185,90 @@ def run(loss_and_grad: LossAndGrad, params: Sequence[Tensor], steps: int, step_s
             mask = alive.view(E, *([1] * (v.ndim - 1)))
             history[k][i] = torch.where(mask, v.to(history[k].dtype), torch.nan)
 
+    def evaluate(t: int | Tensor, last: bool) -> tuple[Tensor, Sequence[Tensor], Tensor]:
+        """Loss and gradient at the current point, members with a non-finite loss or gradient flagged at ``t``."""
+        loss, grads = loss_and_grad(params)
+        if loss.shape != (E,):
+            raise ValueError(f"loss_and_grad must return a loss of shape ({E},), got {tuple(loss.shape)}")
+        finite = torch.isfinite(loss)
+        for g in grads:
+            finite &= finite_rows(g)
+        flag(alive & ~finite, t)
+        alive.logical_and_(finite)
+        eta = torch.full_like(loss, float("nan")) if last else rule(params, loss, grads, t if isinstance(t, int) else 0)
+        return loss, grads, eta
+
+    def flag(mask: Tensor, t: int | Tensor) -> None:
+        if isinstance(t, int):
+            diverged_at.masked_fill_(mask, t)                               # on device: no host sync
+        else:                                                               # t on the device (inside a graph)
+            torch.where(mask, t, diverged_at, out=diverged_at)
+
+    def update(grads: Sequence[Tensor], eta: Tensor, t: int | Tensor) -> None:
+        # θ − η g in one fused pass per tensor; a step that produces non-finite parameters freezes the
+        # member at its last finite iterate (flagged at this iteration)
+        news = [torch.addcmul(p, eta.view(shape), g, value=-1) for p, g, shape in zip(params, grads, views)]
+        ok = torch.isfinite(eta)
+        for new in news:
+            ok &= finite_rows(new)
+        flag(alive & ~ok, t)
+        alive.logical_and_(ok)
+        for p, new, shape in zip(params, news, views):
+            if new.dtype == p.dtype:
+                torch.where(alive.view(shape), new, p, out=p)               # in place, one pass
+            else:                                                           # η of a wider dtype than θ
+                p.copy_(torch.where(alive.view(shape), new, p))
+
     bar = tqdm(total=steps, desc=desc, disable=not _progress_enabled(progress, steps * E), leave=False)
-    views = [(E,) + (1,) * (p.ndim - 1) for p in params]
     with torch.no_grad():
-        for t in range(steps + 1):
-            loss, grads = loss_and_grad(params)
-            if loss.shape != (E,):
-                raise ValueError(f"loss_and_grad must return a loss of shape ({E},), got {tuple(loss.shape)}")
-            finite = torch.isfinite(loss)
-            for g in grads:
-                finite &= finite_rows(g)
-            diverged_at.masked_fill_(alive & ~finite, t)        # on device: no host sync
-            alive &= finite
-            eta = rule(params, loss, grads, t) if t < steps else torch.full_like(loss, float("nan"))
-            if t in slot:
-                record(slot[t], loss, grads, eta)
-            if t == steps:
-                break
-            # θ − η g in one fused pass per tensor; a step that produces non-finite parameters freezes the
-            # member at its last finite iterate (flagged at this iteration)
-            news = [torch.addcmul(p, eta.view(shape), g, value=-1) for p, g, shape in zip(params, grads, views)]
-            ok = torch.isfinite(eta)
-            for new in news:
-                ok &= finite_rows(new)
-            diverged_at.masked_fill_(alive & ~ok, t)
-            alive &= ok
-            for p, new, shape in zip(params, news, views):
-                if new.dtype == p.dtype:
-                    torch.where(alive.view(shape), new, p, out=p)           # in place, one pass
-                else:                                                       # η of a wider dtype than θ
-                    p.copy_(torch.where(alive.view(shape), new, p))
-            bar.update(1)
+        if captured:
+            _run_captured(evaluate, update, steps, slot, record, bar, dev)
+        else:
+            for t in range(steps + 1):
+                loss, grads, eta = evaluate(t, t == steps)
+                if t in slot:
+                    record(slot[t], loss, grads, eta)
+                if t == steps:
+                    break
+                update(grads, eta, t)
+                bar.update(1)
     bar.close()
     return GDResult(params=params, iterations=rec.to(dev), history=history, diverged=diverged_at >= 0,
-                    diverged_at=diverged_at, meta={"steps": steps, "rule": getattr(rule, "description", repr(rule))})
+                    diverged_at=diverged_at, meta={"steps": steps, "rule": getattr(rule, "description", repr(rule)),
+                                                   "captured": captured})
+
+
+def _run_captured(evaluate, update, steps: int, slot: dict, record, bar, dev: torch.device) -> None:
+    """The loop of :func:`run` with one step captured in a CUDA graph.
+
+    Iteration 0 is evaluated eagerly into static buffers; the graph then holds ``update(t)``, ``t ← t + 1``
+    and ``evaluate(t)`` (``t`` a device counter), writing the new loss, gradients and step sizes into the same
+    buffers. Each replay is one launch; between replays the buffers hold the state at ``t`` for recording.
+    At ``t = steps`` the recorded step size is NaN, as in the eager loop.
+    """
+    stream = torch.cuda.Stream(dev)
+    stream.wait_stream(torch.cuda.current_stream(dev))
+    with torch.cuda.stream(stream):                      # warm-up off the default stream: lazy inits, one-off checks
+        loss, grads, eta = evaluate(0, False)
+    torch.cuda.current_stream(dev).wait_stream(stream)
+    buf_loss, buf_grads, buf_eta = loss.clone(), [g.clone() for g in grads], eta.clone()
+    t_dev = torch.zeros((), dtype=torch.long, device=dev)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        update(buf_grads, buf_eta, t_dev)
+        t_dev.add_(1)
+        loss, grads, eta = evaluate(t_dev, False)
+        buf_loss.copy_(loss)
+        for b, g in zip(buf_grads, grads):
+            b.copy_(g)
+        buf_eta.copy_(eta)
+    for t in range(steps + 1):
+        if t in slot:
+            record(slot[t], buf_loss, buf_grads, torch.full_like(buf_eta, float("nan")) if t == steps else buf_eta)
+        if t == steps:
+            break
+        graph.replay()
+        bar.update(1)
 
 
 def log_spaced(steps: int, num: int = 60) -> Tensor:

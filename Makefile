@@ -1,12 +1,14 @@
 # Two commands do all set-up on a fresh machine (see README.md):
 #   make book   build the website, executing every chapter at paper scale (the main job)
-#   make test   run the whole test suite (unit tests, every chapter at quick scale, the -W build, the browser check)
+#   make test   run the whole test suite (lint, unit tests, every chapter at quick scale on three seeds with its
+#               negative controls, the -W build, the browser check)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+SEEDS  ?= 5
 
-.PHONY: venv book book-quick test bench sync clean
+.PHONY: venv book test lint format seeds bench sync clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,11 +18,21 @@ $(STAMP): requirements.txt pyproject.toml
 
 venv: $(STAMP)
 
-book: venv  ## the website at paper scale, in _build/html
-	COMPANION_SCALE=$${COMPANION_SCALE:-paper} COMPANION_PROGRESS=0 COMPANION_WIDGETS=static $(BIN)/jupyter-book build . -W --keep-going
+book: venv  ## the website at paper scale, in _build/html (COMPANION_SCALE=quick make book for a quick one)
+	COMPANION_SCALE=$${COMPANION_SCALE:-paper} COMPANION_PROGRESS=0 COMPANION_WIDGETS=static \
+	  COMPANION_CLAIMS_DIR=$(CURDIR)/_build/claims $(BIN)/jupyter-book build . -W --keep-going
 
 test: venv  ## everything, at quick scale
 	COMPANION_SCALE=quick COMPANION_PROGRESS=0 COMPANION_WIDGETS=static $(BIN)/python -m pytest
+
+lint: venv  ## ruff: lint and format check (also run by the test suite)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format: venv  ## ruff: apply the formatter and the safe fixes
+	$(BIN)/ruff check --fix . && $(BIN)/ruff format .
+
+seeds: venv  ## every chapter at seed offsets 0..SEEDS-1 -> book/_generated/seeds.md (COMPANION_SCALE picks the scale)
+	$(BIN)/python tools/robustness.py seeds --seeds $(SEEDS) --scale $${COMPANION_SCALE:-quick}
 
 bench: venv  ## performance ratios (see benchmarks/README.md)
 	$(BIN)/python benchmarks/run.py

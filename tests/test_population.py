@@ -15,8 +15,8 @@ def _rand(gen, *shape):
 
 def _loss_flat(a, k, d):
     def f(theta):
-        v, W = P.unflatten_params(theta, k, d)
-        return P.loss(v[None], W[None], a)[0]
+        W, v = P.unflatten_params(theta, k, d)
+        return P.loss(W[None], v[None], a)[0]
     return f
 
 
@@ -24,8 +24,8 @@ def test_gradient_matches_autograd(gen):
     E, k, d = 5, 3, 6
     v, W, a = _rand(gen, E, k), _rand(gen, E, k, d), _rand(gen, d)
     vv, WW = v.clone().requires_grad_(), W.clone().requires_grad_()
-    gv, gW = torch.autograd.grad(P.loss(vv, WW, a).sum(), [vv, WW])
-    cv, cW = P.gradient(v, W, a)
+    gW, gv = torch.autograd.grad(P.loss(WW, vv, a).sum(), [WW, vv])
+    cW, cv = P.gradient(W, v, a)
     assert torch.allclose(gv, cv, atol=1e-13, rtol=0)
     assert torch.allclose(gW, cW, atol=1e-13, rtol=0)
 
@@ -39,8 +39,8 @@ def test_hessian_matches_autograd_including_near_alignment(gen):
         W = torch.stack([w, w + eps * _rand(gen, d), -w + eps * _rand(gen, d)])
         cases.append((_rand(gen, k), W))
     for v, W in cases:
-        H = P.hessian(v[None], W[None], a)[0]
-        Ha = torch.func.hessian(_loss_flat(a, k, d))(P.flatten_params(v, W))
+        H = P.hessian(W[None], v[None], a)[0]
+        Ha = torch.func.hessian(_loss_flat(a, k, d))(P.flatten_params(W, v))
         assert torch.allclose(H, Ha, atol=1e-9 * (1 + Ha.abs().max()), rtol=0), (H - Ha).abs().max()
         assert torch.allclose(H, H.T, atol=1e-14)
 
@@ -50,11 +50,11 @@ def test_hessian_at_exact_alignment_is_continuous(gen):
     k, d = 3, 4
     a, w, v = _rand(gen, d), _rand(gen, d), _rand(gen, k)
     W0 = torch.stack([w, 2 * w, -w])
-    H0 = P.hessian(v[None], W0[None], a)[0]
+    H0 = P.hessian(W0[None], v[None], a)[0]
     assert torch.isfinite(H0).all()
     for eps in (1e-4, 1e-6, 1e-8):
         We = W0 + eps * _rand(gen, k, d)
-        He = P.hessian(v[None], We[None], a)[0]
+        He = P.hessian(We[None], v[None], a)[0]
         assert (He - H0).abs().max() < 50 * eps
 
 
@@ -68,7 +68,7 @@ def test_kernel_limits_and_autograd_at_alignment(gen):
     # autograd through the loss with two identical neurons: finite and equal to the closed form
     v = torch.tensor([[0.5, -1.5]], dtype=DT)
     W = torch.stack([u, u])[None].requires_grad_()
-    g = torch.autograd.grad(P.loss(v, W, _rand(gen, d)).sum(), W)[0]
+    g = torch.autograd.grad(P.loss(W, v, _rand(gen, d)).sum(), W)[0]
     assert torch.isfinite(g).all()
     # the angle is accurate at tiny θ (arccos would return 0 or lose half the digits)
     e = torch.zeros(d, dtype=DT)
@@ -86,8 +86,8 @@ def test_zero_neuron_conventions(gen):
     assert torch.allclose(P.gate_second_moment(z, z), torch.eye(d, dtype=DT))
     v = torch.tensor([[1.0, -1.0]], dtype=DT)
     W = torch.stack([w, z])[None]
-    gv, gW = P.gradient(v, W, a)
-    assert gW[0, 1].abs().max() == 0 and torch.isfinite(P.hessian(v, W, a)).all()
+    gW, gv = P.gradient(W, v, a)
+    assert gW[0, 1].abs().max() == 0 and torch.isfinite(P.hessian(W, v, a)).all()
 
 
 @pytest.mark.parametrize("rel", ["random", "aligned", "anti"])
@@ -113,20 +113,20 @@ def test_closed_forms_against_monte_carlo(gen, rel):
 def test_loss_against_monte_carlo(gen):
     E, k, d = 3, 3, 5
     v, W, a = _rand(gen, E, k), _rand(gen, E, k, d), _rand(gen, d)
-    m, se = P.mc_mean(lambda x: 0.5 * P.network_mc(v, W, a, x)[1].T ** 2, d, 400_000,
+    m, se = P.mc_mean(lambda x: 0.5 * P.network_mc(W, v, a, x)[1].T ** 2, d, 400_000,
                       generator=torch.Generator().manual_seed(3))
-    assert (((m - P.loss(v, W, a)) / se).abs() < 4).all()
+    assert (((m - P.loss(W, v, a)) / se).abs() < 4).all()
 
 
 @pytest.mark.parametrize("c", [None, 0.3, 2.0, -1.2, -4.0])
 def test_theorem1_families_are_stationary(c):
     a = torch.zeros(6, dtype=DT)
     a[0] = 1.3
-    v, W = P.paper_point(c, torch.tensor([0.5, 2.0], dtype=DT), torch.tensor([1.5, 0.4], dtype=DT), a)
-    gv, gW = P.gradient(v, W, a)
+    W, v = P.paper_point(c, torch.tensor([0.5, 2.0], dtype=DT), torch.tensor([1.5, 0.4], dtype=DT), a)
+    gW, gv = P.gradient(W, v, a)
     assert gv.abs().max() < 1e-13 and gW.abs().max() < 1e-13
-    L = P.loss(v, W, a)
-    ev = torch.linalg.eigvalsh(P.hessian(v, W, a))
+    L = P.loss(W, v, a)
+    ev = torch.linalg.eigvalsh(P.hessian(W, v, a))
     assert (ev.min(-1).values > -1e-12).all()
     if c is None:
         assert (L.abs() < 1e-14).all()
@@ -140,26 +140,36 @@ def test_gd_closures_run():
     a = torch.zeros(3, dtype=DT)
     a[0] = 1
     W0 = 1e-3 * torch.randn(2, 2, 3, generator=torch.Generator().manual_seed(0), dtype=DT)
-    res = gd.run(P.loss_and_grad_fixed_v(torch.tensor([1.0, -1.0], dtype=DT), a), [W0], 3000, 0.5)
-    assert (res.history["loss"][-1] < 1e-8).all()
-    res = gd.run(P.loss_and_grad(a), [torch.tensor([[0.1, -0.1]], dtype=DT), W0[:1]], 10, 0.1)
-    assert torch.isfinite(res.history["loss"]).all()
+    for form in ("kahan", "gram"):
+        f = P.make_loss_and_grad(a, fixed_v=torch.tensor([1.0, -1.0], dtype=DT), form=form)
+        res = gd.run(f, [W0], 3000, 0.5)
+        assert (res.history["loss"][-1] < 1e-8).all()
+        res = gd.run(P.make_loss_and_grad(a, form=form), [W0[:1], torch.tensor([[0.1, -0.1]], dtype=DT)], 10, 0.1)
+        assert torch.isfinite(res.history["loss"]).all()
 
 
 def test_bad_input_raises():
     v, W, a = torch.zeros(2, 3, dtype=DT), torch.zeros(2, 3, 4, dtype=DT), torch.zeros(4, dtype=DT)
     with pytest.raises(ValueError):
-        P.loss(v, W, torch.zeros(5, dtype=DT))              # wrong d
+        P.loss(W, v, torch.zeros(5, dtype=DT))              # wrong d
     with pytest.raises(ValueError):
-        P.gradient(v, torch.zeros(2, 2, 4, dtype=DT), a)    # k mismatch
+        P.gradient(torch.zeros(2, 2, 4, dtype=DT), v, a)    # k mismatch
+    with pytest.raises(ValueError):
+        P.loss(v, W, a)                                     # the old (v, W) order is refused
     with pytest.raises(ValueError):
         P.relu_kernel(torch.zeros(3, dtype=DT), torch.zeros(4, dtype=DT))
     with pytest.raises(ValueError):
-        P.hessian(v, W.clone().fill_(float("nan")), a)
+        P.hessian(W.clone().fill_(float("nan")), v, a)
     with pytest.raises(ValueError):
         P.paper_point(1.0, -1.0, 1.0, a)                     # paper's v1, v2 are positive
     with pytest.raises(ValueError):
-        P.loss(v, W.to(torch.long), a)
+        P.loss(W.to(torch.long), v, a)
+    with pytest.raises(ValueError):
+        P.make_loss_and_grad(a, form="arccos")
+    with pytest.raises(ValueError):
+        P.make_loss_and_grad(torch.zeros(2, 4, dtype=DT), form="kahan")   # Kahan form: one output only
+    with pytest.raises(ValueError):
+        P.make_loss_and_grad(a)([torch.zeros(2, 3, 5, dtype=DT), v])       # d mismatch at the first call
 
 
 def test_classify_stationary_labels_constructed_points():
@@ -169,10 +179,10 @@ def test_classify_stationary_labels_constructed_points():
     same = (torch.tensor([1.0, 2.0], dtype=DT), torch.stack([0.4 * a, 0.3 * a]))          # v1 w1 + v2 w2 = a, v > 0
     dead = (torch.tensor([1.0, 0.0], dtype=DT), torch.stack([a, a]))                        # second neuron contributes 0
     off = (torch.tensor([1.0, -1.0], dtype=DT), torch.stack([a + torch.tensor([0, 0.3, 0], dtype=DT), -a]))
-    v = torch.stack([p[0] for p in pts] + [same[0], dead[0], off[0]])
-    W = torch.stack([p[1] for p in pts] + [same[1], dead[1], off[1]])
-    gv, gW = P.gradient(v, W, a)
-    labels, c = P.classify_stationary(v, W, a, P.flatten_params(gv, gW).norm(dim=-1))
+    W = torch.stack([p[0] for p in pts] + [same[1], dead[1], off[1]])
+    v = torch.stack([p[1] for p in pts] + [same[0], dead[0], off[0]])
+    gW, gv = P.gradient(W, v, a)
+    labels, c = P.classify_stationary(W, v, a, P.flatten_params(gW, gv).norm(dim=-1))
     assert labels == [P.CLASSES[0], P.CLASSES[1], P.CLASSES[2], P.CLASSES[3], P.CLASSES[4], P.CLASSES[5]]
     assert math.isclose(c[1].item(), 0.5) and math.isclose(c[2].item(), -2.0)
 
@@ -180,9 +190,78 @@ def test_classify_stationary_labels_constructed_points():
 def test_find_stationary_converges_from_near_a_saddle():
     a = torch.zeros(3, dtype=DT)
     a[0] = 1.0
-    v, W = P.paper_point(1.0, 1.0, 1.0, a)
+    W, v = P.paper_point(1.0, 1.0, 1.0, a)
     g = torch.Generator().manual_seed(5)
     v0 = v[None] + 1e-2 * torch.randn(1, 2, generator=g, dtype=DT)
     W0 = W[None] + 1e-2 * torch.randn(1, 2, 3, generator=g, dtype=DT)
-    vs, Ws, gn = P.find_stationary(v0, W0, a, iters=200)
-    assert gn[0] < 1e-9 * max(1.0, P.flatten_params(vs[0], Ws[0]).norm().item())
+    Ws, vs, gn = P.find_stationary(W0, v0, a, iters=200)
+    assert gn[0] < 1e-9 * max(1.0, P.flatten_params(Ws[0], vs[0]).norm().item())
+
+
+def test_hessian_order_is_W_then_v(gen):
+    k, d = 3, 4
+    W, v, a = _rand(gen, k, d), _rand(gen, k), _rand(gen, d)
+    H = P.hessian(W, v, a)
+    th = P.flatten_params(W, v)
+    assert torch.equal(th[:k * d], W.flatten()) and torch.equal(th[k * d:], v)
+    Wb, vb = P.unflatten_params(th, k, d)
+    assert torch.equal(Wb, W) and torch.equal(vb, v)
+    K = torch.stack([torch.stack([P.relu_kernel(W[i], W[j]) for j in range(k)]) for i in range(k)])
+    assert torch.allclose(H[k * d:, k * d:], K, atol=1e-15)          # ∂²L/∂v∂v = K, the last block
+
+
+def test_loss_and_gradient_is_loss_and_gradient(gen):
+    W, v, a = _rand(gen, 4, 3, 5), _rand(gen, 4, 3), _rand(gen, 5)
+    L, gW, gv = P.loss_and_gradient(W, v, a)
+    rW, rv = P.gradient(W, v, a)
+    assert torch.equal(L, P.loss(W, v, a)) and torch.equal(gW, rW) and torch.equal(gv, rv)
+
+
+def test_gram_form_matches_kahan_form_one_and_r_outputs(gen):
+    """The E·k²·d Gram form agrees with the reference closed forms; for r outputs the loss is the sum of the
+    single-output losses of the output coordinates."""
+    E, k, d, r = 4, 5, 6, 3
+    W, v, a = _rand(gen, E, k, d), _rand(gen, E, k), _rand(gen, d)
+    value, gW, gv = P.gram_loss_and_gradient(W, v, a)
+    L, rW, rv = P.loss_and_gradient(W, v, a)
+    assert torch.allclose(value, L, atol=1e-13) and torch.allclose(gW, rW, atol=1e-13) and torch.allclose(gv, rv, atol=1e-13)
+    A = torch.linalg.qr(_rand(gen, d, r))[0].T                     # (r, d), orthonormal rows
+    V = _rand(gen, E, k, r)
+    value, gW, gV = P.gram_loss_and_gradient(W, V, A)
+    parts = [P.loss_and_gradient(W, V[..., j], A[j]) for j in range(r)]
+    assert torch.allclose(value, sum(p[0] for p in parts), atol=1e-12)
+    assert torch.allclose(gW, sum(p[1] for p in parts), atol=1e-12)
+    assert torch.allclose(gV, torch.stack([p[2] for p in parts], -1), atol=1e-12)
+    f = P.make_loss_and_grad(A)
+    value2, (gW2, gV2) = f([W, V])
+    assert torch.equal(value2, value) and torch.equal(gW2, gW) and torch.equal(gV2, gV)
+    f = P.make_loss_and_grad(A, fixed_v=V[0])                      # (k, r) broadcast to every member
+    value3, (gW3,) = f([W])
+    assert torch.allclose(value3, P.gram_loss_and_gradient(W, V[0].expand(E, k, r), A)[0], atol=1e-15)
+
+
+def test_kahan_closure_is_exact_at_aligned_neurons():
+    """At a Theorem 1 saddle the two neurons are parallel: the Kahan closure's gradient is zero to rounding,
+    the Gram form's is only zero to about the square root of the resolution."""
+    a = torch.zeros(3, dtype=DT)
+    a[0] = 1.0
+    W, v = P.paper_point(1.0, 1.0, 1.0, a)
+    f = P.make_loss_and_grad(a, fixed_v=v, form="kahan")
+    _, (gW,) = f([W[None]])
+    assert gW.abs().max() < 1e-14
+
+
+def test_several_tensors_must_share_device_and_dtype(gen):
+    W, v, a = _rand(gen, 2, 3, 4), _rand(gen, 2, 3), _rand(gen, 4)
+    meta = torch.empty(4, dtype=DT, device="meta")
+    for fn in (P.loss, P.gradient, P.loss_and_gradient, P.hessian, P.effective_error):
+        with pytest.raises(ValueError, match="meta"):
+            fn(W, v, meta)
+        with pytest.raises(ValueError):
+            fn(W, v.float(), a)
+    with pytest.raises(ValueError, match="meta"):
+        P.gram_loss_and_gradient(W, v, meta)
+    with pytest.raises(ValueError):
+        P.make_loss_and_grad(a)([W, v.float()])
+    with pytest.raises(ValueError):
+        P.network_mc(W, v, a, torch.zeros(5, 4, dtype=torch.float32))

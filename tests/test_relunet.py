@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from companion import device, gd, population, relunet as rn
+from companion import device, gd, relunet as rn
 
 
 def _gen(seed=0):
@@ -74,26 +74,6 @@ def test_xavier_init_variances():
     assert V.shape == (E, k, 3)
     assert abs(W.var().item() / (s ** 2 * 2 / (k + d)) - 1) < 0.02
     assert abs(V.var().item() / (s ** 2 * 2 / (3 + k)) - 1) < 0.05
-
-
-def test_population_fast_path_matches_population_module():
-    g = _gen(6)
-    d = 6
-    a = rn.unit_target(d, device="cpu")
-    W, v = rn.xavier_init(5, d, 4, 1.0, generator=g, device="cpu")
-    value, gW, gv = rn.population_loss_and_grad(W, v, a)
-    ref_gv, ref_gW = population.gradient(v, W, a)
-    assert torch.allclose(value, population.loss(v, W, a), atol=1e-13)
-    assert torch.allclose(gW, ref_gW, atol=1e-13) and torch.allclose(gv, ref_gv, atol=1e-13)
-    # r outputs: the loss is the sum over output coordinates of single-output losses
-    A = rn.orthonormal_rows(3, d, generator=g, device="cpu")
-    W, V = rn.xavier_init(6, d, 2, 1.0, r=3, generator=g, device="cpu")
-    value, gW, gV = rn.population_loss_and_grad(W, V, A)
-    ref = sum(population.loss(V[..., j], W, A[j]) for j in range(3))
-    ref_gW = sum(population.gradient(V[..., j], W, A[j])[1] for j in range(3))
-    ref_gV = torch.stack([population.gradient(V[..., j], W, A[j])[0] for j in range(3)], -1)
-    assert torch.allclose(value, ref, atol=1e-13)
-    assert torch.allclose(gW, ref_gW, atol=1e-13) and torch.allclose(gV, ref_gV, atol=1e-13)
 
 
 def test_orthonormal_rows():

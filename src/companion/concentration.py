@@ -173,7 +173,7 @@ def gradient_gap_ratio(W: Tensor, v: Tensor, X: Tensor, a: Tensor) -> dict:
         raise ValueError(f"per-member data must have {W.shape[0]} members, got {X.shape[0]}")
     Y = X @ a
     _, gW_emp, _ = relunet.loss_and_grad(W, v, X, Y)
-    _, gW_pop = population.gradient(v, W, a)
+    gW_pop, _ = population.gradient(W, v, a)
     gap = (gW_emp - gW_pop).norm(dim=-1)
     h1 = v[:, 0:1] * W[:, 0] - a
     h2 = v[:, 1:2].abs() * W[:, 1] + a

@@ -8,8 +8,14 @@ Here that network is ``v = [v1, −v2]`` (:func:`signed_from_paper`); its global
 ``v1 w1 = a, v2 w2 = −a`` and its saddle manifolds ``v1 w1 = (c+1) a, v2 w2 = c a`` (Theorem 1) are built by
 :func:`paper_point`.
 
-Population loss ``L(v, W) = ½ E[(vᵀReLU(Wx) − aᵀx)²] = ½ vᵀKv − ½ Σ_i v_i aᵀw_i + ½‖a‖²`` with
+Population loss ``L(W, v) = ½ E[(vᵀReLU(Wx) − aᵀx)²] = ½ vᵀKv − ½ Σ_i v_i aᵀw_i + ½‖a‖²`` with
 ``K_ij = k(w_i, w_j)`` (:func:`relu_kernel`) and ``E[ReLU(wᵀx) aᵀx] = aᵀw/2`` (Stein's lemma).
+
+Parameter order. Every function takes and returns the parameters in the order ``(W, v)``, as
+:mod:`companion.relunet` and :func:`companion.gd.run` do: :func:`loss`, :func:`gradient`
+(``(grad_W, grad_v)``), :func:`loss_and_gradient`, :func:`hessian` and :func:`flatten_params`
+(``[vec(W), v]``). :func:`make_loss_and_grad` builds the closure for the GD engine, for one output or
+``r`` outputs (the Gram form :func:`gram_loss_and_gradient`, ``E·k²·d`` per step).
 
 Numerics. Angles are computed by Kahan's formula ``θ = 2 atan2(‖ū − w̄‖, ‖ū + w̄‖)``, accurate to a few ulps
 for every θ (``arccos`` of a cosine loses half the digits near θ = 0, π and has an infinite derivative there,
@@ -29,7 +35,7 @@ Every public function takes leading batch/ensemble axes ``(...)``; computations 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -39,8 +45,9 @@ from .device import randn
 
 __all__ = [
     "angle", "relu_kernel", "relu_kernel_grad", "gate_second_moment", "loss", "gradient", "hessian",
+    "loss_and_gradient", "gram_loss_and_gradient", "make_loss_and_grad",
     "flatten_params", "unflatten_params", "signed_from_paper", "paper_point", "effective_error",
-    "loss_and_grad", "loss_and_grad_fixed_v", "network_mc", "mc_mean", "J",
+    "network_mc", "mc_mean", "J",
     "find_stationary", "classify_stationary", "CLASSES",
 ]
 
@@ -165,12 +172,14 @@ def _gate_moment(u: Tensor, w: Tensor) -> Tensor:
 
 
 # --------------------------------------------------------------------------------------------- network
-def _check_net(v: Tensor, W: Tensor, a: Tensor) -> Tensor:
-    validation.tensor("v", v, ndim=None)
+def _check_net(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
+    if all(isinstance(t, Tensor) for t in (W, v, a)):
+        validation.same_device(W=W, v=v, a=a)                   # first: the value checks below need the data
     validation.tensor("W", W, ndim=None)
+    validation.tensor("v", v, ndim=None)
     validation.tensor("a", a, ndim=None)
     if v.ndim < 1 or W.ndim != v.ndim + 1:
-        raise ValueError(f"v must be (..., k) and W (..., k, d); got v {tuple(v.shape)}, W {tuple(W.shape)}")
+        raise ValueError(f"W must be (..., k, d) and v (..., k); got W {tuple(W.shape)}, v {tuple(v.shape)}")
     if W.shape[:-1] != v.shape:
         raise ValueError(f"W {tuple(W.shape)} must be v's shape {tuple(v.shape)} plus a last axis d")
     if a.ndim < 1 or a.shape[-1] != W.shape[-1]:
@@ -179,7 +188,6 @@ def _check_net(v: Tensor, W: Tensor, a: Tensor) -> Tensor:
         torch.broadcast_shapes(a.shape[:-1], v.shape[:-1])
     except RuntimeError as exc:
         raise ValueError(f"a {tuple(a.shape)} does not broadcast against the ensemble shape {tuple(v.shape[:-1])}") from exc
-    validation.same_device(v=v, W=W, a=a)
     return a
 
 
@@ -214,54 +222,162 @@ def _K(W: Tensor) -> Tensor:
     return _K_G(W, need_G=False)[0]
 
 
-def _loss_from(v: Tensor, W: Tensor, a: Tensor, K: Tensor) -> Tensor:
+def _loss_from(W: Tensor, v: Tensor, a: Tensor, K: Tensor) -> Tensor:
     quad = torch.einsum("...i,...ij,...j->...", v, K, v)
     lin = (v * torch.einsum("...kd,...d->...k", W, a)).sum(-1)
     return 0.5 * quad - 0.5 * lin + 0.5 * (a * a).sum(-1)
 
 
-def loss(v: Tensor, W: Tensor, a: Tensor) -> Tensor:
+def loss(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
     """Population loss ``½ E[(vᵀReLU(Wx) − aᵀx)²]`` (paper B eq. (2), Appendix A.1; Chapter 5).
 
-    ``v (..., k)`` signed output weights, ``W (..., k, d)``, ``a (d,)`` or ``(..., d)`` → ``(...)``.
+    ``W (..., k, d)``, ``v (..., k)`` signed output weights, ``a (d,)`` or ``(..., d)`` → ``(...)``.
     Autograd-differentiable (twice, away from exactly aligned neurons).
     """
-    _check_net(v, W, a)
-    return _loss_from(v, W, a, _K(W))
+    _check_net(W, v, a)
+    return _loss_from(W, v, a, _K(W))
 
 
-def gradient(v: Tensor, W: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
+def gradient(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
     """Closed-form population gradient (Appendix A.2; Chapter 5).
 
-    ``∇_{v_i} L = Σ_j v_j k(w_i, w_j) − aᵀw_i/2``, ``∇_{w_i} L = v_i (Σ_j v_j g(w_i, w_j) − a/2)`` with
-    ``g = relu_kernel_grad``. Returns ``(grad_v (..., k), grad_W (..., k, d))``.
+    ``∇_{w_i} L = v_i (Σ_j v_j g(w_i, w_j) − a/2)`` with ``g = relu_kernel_grad`` and
+    ``∇_{v_i} L = Σ_j v_j k(w_i, w_j) − aᵀw_i/2``. ``W (..., k, d)``, ``v (..., k)``, ``a (d,)`` or ``(..., d)``.
+    Returns ``(grad_W (..., k, d), grad_v (..., k))``.
     """
-    _check_net(v, W, a)
-    return _loss_gradient(v, W, a)[1:]
+    _check_net(W, v, a)
+    return _loss_gradient(W, v, a)[1:]
 
 
-def _loss_gradient(v: Tensor, W: Tensor, a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def loss_and_gradient(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Population loss and its closed-form gradient in one pass (Appendix A.1-A.2; Chapters 5-7).
+
+    Same closed forms as :func:`loss` and :func:`gradient` (Kahan angles, exact at aligned neurons), any
+    leading axes: ``W (..., k, d)``, ``v (..., k)``, ``a (d,)`` or ``(..., d)`` →
+    ``(loss (...), grad_W (..., k, d), grad_v (..., k))``.
+    """
+    _check_net(W, v, a)
+    return _loss_gradient(W, v, a)
+
+
+def _loss_gradient(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     K, G, (_, _, nz, _) = _K_G(W)
     gv = torch.einsum("...ij,...j->...i", K, v) - 0.5 * torch.einsum("...kd,...d->...k", W, a)
     inner = torch.einsum("...ljd,...j->...ld", G, v) - 0.5 * a[..., None, :]   # E[r 1{w_l x > 0} x]
     inner = torch.where(nz[..., None], inner, torch.zeros_like(inner))          # gate of w = 0 is 0
-    return _loss_from(v, W, a, K), gv, v[..., None] * inner
+    return _loss_from(W, v, a, K), v[..., None] * inner, gv
 
 
-def hessian(v: Tensor, W: Tensor, a: Tensor) -> Tensor:
-    """Closed-form population Hessian (Appendix A.3, re-derived; Chapter 5), shape ``(..., k + k·d, k + k·d)``.
+def gram_loss_and_gradient(W: Tensor, V: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Population loss ``½ E‖Vᵀ ReLU(Wx) − A x‖²`` and its gradients from the Gram matrix of the neurons,
+    for one or ``r`` outputs (paper B, Appendix A.1-A.2 and E.1; the training loop of Chapters 6, 9 and 11).
 
-    Parameter order ``[v_1..v_k, vec(W) row-major]`` (= :func:`flatten_params`). Blocks, with ``g`` the kernel
+    With ``S = V Vᵀ`` (``v vᵀ`` for one output), ``θ_ij`` the angle between ``w_i`` and ``w_j`` and
+    ``k(w_i, w_j) = ‖w_i‖‖w_j‖(sin θ + (π − θ) cos θ)/(2π)``::
+
+        L = ½ Σ_ij S_ij k(w_i, w_j) − ½ Σ_i V_iᵀ A w_i + ½ ‖A‖_F²,
+        ∇_{V_i} L = Σ_j k(w_i, w_j) V_j − A w_i / 2,
+        ∇_{w_i} L = (1/2π) [ŵ_i Σ_j S_ij ‖w_j‖ sin θ_ij + Σ_j S_ij (π − θ_ij) w_j] − Aᵀ V_i / 2,
+
+    i.e. two batched matmuls of ``E·k²·d`` operations per step and ``O(E·k²)`` memory, instead of the
+    ``(E, k, k, d)`` tensor of :func:`loss_and_gradient`. The angles are ``arccos`` of the Gram cosines, so
+    near-aligned pairs carry an angle error of about the square root of the dtype's resolution (use
+    :func:`loss_and_gradient` where neurons align and that matters). Neurons must be nonzero.
+    ``W (E, k, d)``, ``V (E, k)`` or ``(E, k, r)``, ``target a (d,)`` or ``A (r, d)`` →
+    ``(loss (E,), grad_W (E, k, d), grad_V like V)``.
+    """
+    validation.same_device(W=W, v=V, target=target)
+    return _gram(W, V, target)
+
+
+def _gram(W: Tensor, V: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    single = V.ndim == 2
+    Vm = V.unsqueeze(-1) if single else V                                   # (E, k, r)
+    A = target.unsqueeze(0) if target.ndim == 1 else target                 # (r, d)
+    nrm = W.norm(dim=-1)                                                    # (E, k)
+    U = W / nrm.unsqueeze(-1)
+    cos = torch.bmm(U, U.transpose(1, 2)).clamp_(-1.0, 1.0)
+    th = torch.arccos(cos)
+    sin = torch.sin(th)
+    nn_ = nrm.unsqueeze(-1) * nrm.unsqueeze(-2)
+    K = nn_ * (sin + (math.pi - th) * cos) / TWO_PI                        # (E, k, k)
+    S = torch.bmm(Vm, Vm.transpose(1, 2))                                   # (E, k, k)
+    AW = torch.einsum("rd,ekd->ekr", A, W)                                  # A w_i, (E, k, r)
+    value = 0.5 * (S * K).sum((1, 2)) - 0.5 * (Vm * AW).sum((1, 2)) + 0.5 * (A * A).sum()
+    gV = torch.bmm(K, Vm) - 0.5 * AW
+    radial = (S * sin * nrm.unsqueeze(-2)).sum(-1, keepdim=True)           # Σ_j S_ij ‖w_j‖ sin θ_ij
+    gW = (U * radial + torch.bmm(S * (math.pi - th), W)) / TWO_PI - 0.5 * torch.einsum("ekr,rd->ekd", Vm, A)
+    return value, gW, (gV.squeeze(-1) if single else gV)
+
+
+def make_loss_and_grad(target: Tensor, *, fixed_v: Tensor | None = None,
+                       form: str = "gram") -> Callable[[Sequence[Tensor]], tuple[Tensor, list[Tensor]]]:
+    """Closure for :func:`companion.gd.run` on the population loss (paper B's population GD; Chapters 6, 9, 11).
+
+    ``target``: ``a (d,)`` (one output) or ``A (r, d)`` (``r`` outputs, Appendix E.1). Trainable output weights
+    (``fixed_v=None``): ``params = [W (E, k, d), v (E, k) or V (E, k, r)] → (loss (E,), [grad_W, grad_v])``.
+    Fixed output weights (Figure 1): ``params = [W] → (loss (E,), [grad_W])`` with ``fixed_v`` of shape
+    ``(k,)``/``(k, r)`` (the same for every member) or ``(E, k)``/``(E, k, r)``.
+
+    ``form="gram"`` (default) uses :func:`gram_loss_and_gradient` (``E·k²·d`` per step, any ``r``);
+    ``form="kahan"`` uses :func:`loss_and_gradient` (Kahan angles, exact where neurons align, e.g. on
+    Theorem 1's saddle manifolds; one output only). Shapes are checked at the first call only.
+    """
+    validation.tensor("target", target, ndim=(1, 2))
+    if fixed_v is not None:
+        validation.tensor("fixed_v", fixed_v, ndim=(1, 2, 3))
+        validation.same_device(target=target, fixed_v=fixed_v)
+    if form not in ("gram", "kahan"):
+        raise ValueError(f"form must be 'gram' or 'kahan', got {form!r}")
+    if form == "kahan" and target.ndim != 1:
+        raise ValueError("form='kahan' is for one output (target a of shape (d,))")
+    checked = {}
+
+    def loss_and_grad_fn(params: Sequence[Tensor]):
+        if fixed_v is None:
+            if len(params) != 2:
+                raise ValueError("with trainable output weights params must be [W, v]")
+            W, V = params
+        else:
+            if len(params) != 1:
+                raise ValueError("with fixed output weights params must be [W]")
+            W = params[0]
+            V = checked.get("V")
+            if V is None:
+                V = fixed_v.expand(W.shape[0], *fixed_v.shape) if fixed_v.ndim == W.ndim - 2 + (target.ndim == 2) else fixed_v
+                V = V.contiguous()
+                checked["V"] = V
+        if checked.get("shapes") != (tuple(W.shape), tuple(V.shape)):
+            r_axes = 0 if target.ndim == 1 else 1
+            if W.ndim != 3 or V.ndim != 2 + r_axes or V.shape[:2] != W.shape[:2] or W.shape[-1] != target.shape[-1] \
+                    or (r_axes and V.shape[-1] != target.shape[0]):
+                raise ValueError(f"W {tuple(W.shape)}, v {tuple(V.shape)} and target {tuple(target.shape)} do not match")
+            validation.same_device(W=W, v=V, target=target)
+            checked["shapes"] = (tuple(W.shape), tuple(V.shape))
+        if form == "gram":
+            value, gW, gV = _gram(W, V, target)
+        else:
+            value, gW, gV = _loss_gradient(W, V, target)
+        return (value, [gW, gV]) if fixed_v is None else (value, [gW])
+
+    return loss_and_grad_fn
+
+
+def hessian(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
+    """Closed-form population Hessian (Appendix A.3, re-derived; Chapters 5-7), shape ``(..., k·d + k, k·d + k)``.
+
+    Parameter order ``[vec(W) row-major, v_1..v_k]`` (= :func:`flatten_params`). Blocks, with ``g`` the kernel
     gradient, ``M`` the gate moment and ``P_l = I − w̄_l w̄_lᵀ``, ``p_lj = P_l w_j``:
 
-    * ``∂²L/∂v_l∂v_m = k(w_l, w_m)``;
-    * ``∂²L/∂v_l∂w_m = v_m g(w_m, w_l) + δ_lm (Σ_j v_j g(w_l, w_j) − a/2)``;
     * ``∂²L/∂w_l∂w_m = v_l v_m M(w_l, w_m) + δ_lm v_l/(2π‖w_l‖) Σ_j v_j (‖p_lj‖ P_l + p_lj p_ljᵀ/‖p_lj‖)``
-      (the second term is ``E[r δ(w_lᵀx) x xᵀ]``, r the residual).
+      (the second term is ``E[r δ(w_lᵀx) x xᵀ]``, r the residual);
+    * ``∂²L/∂w_m∂v_l = v_m g(w_m, w_l) + δ_lm (Σ_j v_j g(w_l, w_j) − a/2)``;
+    * ``∂²L/∂v_l∂v_m = k(w_l, w_m)``.
 
-    Finite at θ → 0, π. Entries involving the gate of a zero neuron are 0 (the Hessian does not exist there).
+    ``W (..., k, d)``, ``v (..., k)``, ``a (d,)`` or ``(..., d)``. Finite at θ → 0, π. Entries involving the
+    gate of a zero neuron are 0 (the Hessian does not exist there).
     """
-    _check_net(v, W, a)
+    _check_net(W, v, a)
     k, d = W.shape[-2], W.shape[-1]
     batch = torch.broadcast_shapes(v.shape[:-1], a.shape[:-1])
     v = v.expand(*batch, k)
@@ -289,37 +405,39 @@ def hessian(v: Tensor, W: Tensor, a: Tensor) -> Tensor:
     R = torch.einsum("...j,...ljde->...lde", v, np_[..., None, None] * P[..., :, None, :, :] + outer)
     scale_l = torch.where(nz, v / (TWO_PI * torch.where(nz, nW, torch.ones_like(nW))), torch.zeros_like(v))
     Hww = Hww + eye_k[..., None, None] * (scale_l[..., :, None, None] * R)[..., :, None, :, :]
-    H = W.new_zeros(*batch, k + k * d, k + k * d)
-    H[..., :k, :k] = K
-    Hvw_flat = Hvw.reshape(*batch, k, k * d)
-    H[..., :k, k:] = Hvw_flat
-    H[..., k:, :k] = Hvw_flat.transpose(-1, -2)
-    H[..., k:, k:] = Hww.transpose(-3, -2).reshape(*batch, k * d, k * d)
+    kd = k * d
+    H = W.new_zeros(*batch, kd + k, kd + k)
+    H[..., :kd, :kd] = Hww.transpose(-3, -2).reshape(*batch, kd, kd)
+    Hvw_flat = Hvw.reshape(*batch, k, kd)
+    H[..., kd:, :kd] = Hvw_flat
+    H[..., :kd, kd:] = Hvw_flat.transpose(-1, -2)
+    H[..., kd:, kd:] = K
     return H
 
 
 # --------------------------------------------------------------------------------------------- conveniences
-def flatten_params(v: Tensor, W: Tensor) -> Tensor:
-    """``[v, vec(W) row-major]``: ``(..., k), (..., k, d) → (..., k + k·d)`` (the Hessian's order)."""
-    return torch.cat([v, W.flatten(-2)], dim=-1)
+def flatten_params(W: Tensor, v: Tensor) -> Tensor:
+    """``[vec(W) row-major, v]``: ``(..., k, d), (..., k) → (..., k·d + k)`` (the Hessian's order; Chapters 5-7)."""
+    return torch.cat([W.flatten(-2), v], dim=-1)
 
 
 def unflatten_params(theta: Tensor, k: int, d: int) -> tuple[Tensor, Tensor]:
-    """Inverse of :func:`flatten_params`: ``(..., k + k·d) → ((..., k), (..., k, d))``."""
+    """Inverse of :func:`flatten_params`: ``(..., k·d + k) → (W (..., k, d), v (..., k))`` (Chapters 5-7)."""
     if theta.shape[-1] != k + k * d:
-        raise ValueError(f"expected a last axis of k + k·d = {k + k * d}, got {theta.shape[-1]}")
-    return theta[..., :k], theta[..., k:].unflatten(-1, (k, d))
+        raise ValueError(f"expected a last axis of k·d + k = {k + k * d}, got {theta.shape[-1]}")
+    return theta[..., :k * d].unflatten(-1, (k, d)), theta[..., k * d:]
 
 
 def signed_from_paper(v_paper: Tensor) -> Tensor:
-    """Paper B's k = 2 output weights ``[v1, v2]`` (network ``v1 ReLU(w1ᵀx) − v2 ReLU(w2ᵀx)``) → signed ``[v1, −v2]``."""
+    """Paper B's k = 2 output weights ``[v1, v2]`` (network ``v1 ReLU(w1ᵀx) − v2 ReLU(w2ᵀx)``) → signed ``[v1, −v2]``
+    (Chapter 5)."""
     if v_paper.shape[-1] != 2:
         raise ValueError(f"paper B's sign convention is for k = 2, got last axis {v_paper.shape[-1]}")
     return v_paper * torch.tensor([1.0, -1.0], dtype=v_paper.dtype, device=v_paper.device)
 
 
 def paper_point(c: Tensor | float | None, v1: Tensor | float, v2: Tensor | float, a: Tensor) -> tuple[Tensor, Tensor]:
-    """A point of Theorem 1's families (Chapter 6), in the signed convention: ``(v (..., 2), W (..., 2, d))``.
+    """A point of Theorem 1's families (Chapter 6), in the signed convention: ``(W (..., 2, d), v (..., 2))``.
 
     ``c = None``: the global optimum ``v1 w1 = a, v2 w2 = −a``; otherwise the manifold point
     ``v1 w1 = (c + 1) a, v2 w2 = c a`` (paper's convention, ``v1, v2 > 0``; a saddle for c > 0 or c < −1).
@@ -337,47 +455,20 @@ def paper_point(c: Tensor | float | None, v1: Tensor | float, v2: Tensor | float
         c1, c2 = c + 1, c
     v1, v2, c1, c2 = torch.broadcast_tensors(v1, v2, c1, c2)
     W = torch.stack([(c1 / v1)[..., None] * a, (c2 / v2)[..., None] * a], dim=-2)
-    return torch.stack([v1, -v2], dim=-1), W
+    return W, torch.stack([v1, -v2], dim=-1)
 
 
-def effective_error(v: Tensor, W: Tensor, a: Tensor) -> Tensor:
+def effective_error(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
     """Distance of the effective weights to the optimum, ``‖v1 w1 − a‖² + ‖v2 w2 + a‖²`` (paper B's convention).
 
     In the signed convention ``v = [v1, −v2]`` this is ``Σ_i ‖v_i w_i − a‖²``, since ``(−v2) w2 − a = −(v2 w2 + a)``.
-    ``(..., 2), (..., 2, d), (d,) → (...)``. Lemma 13 (Chapter 7).
+    ``(..., 2, d), (..., 2), (d,) → (...)``. Lemma 13 (Chapter 7).
     """
-    _check_net(v, W, a)
+    _check_net(W, v, a)
     if v.shape[-1] != 2:
         raise ValueError("effective_error is paper B's k = 2 quantity")
     eff = v[..., :, None] * W - a[..., None, :]
     return (eff ** 2).sum((-1, -2))
-
-
-def loss_and_grad(a: Tensor) -> Callable[[list[Tensor]], tuple[Tensor, list[Tensor]]]:
-    """For :func:`companion.gd.run`: ``params = [v (E, k), W (E, k, d)] → (loss (E,), [grad_v, grad_W])`` (population GD).
-
-    Shapes are checked once per call by the engine's finiteness test only (no per-step validation, for speed)."""
-    validation.tensor("a", a, ndim=(1, 2))
-    def fn(params):
-        v, W = params
-        L, gv, gW = _loss_gradient(v, W, a)
-        return L, [gv, gW]
-    return fn
-
-
-def loss_and_grad_fixed_v(v: Tensor, a: Tensor) -> Callable[[list[Tensor]], tuple[Tensor, list[Tensor]]]:
-    """For :func:`companion.gd.run` with output weights frozen (Figure 1): ``params = [W (E, k, d)] → (loss (E,), [grad_W])``.
-
-    ``v``: ``(k,)`` or ``(E, k)`` signed output weights (Figure 1 uses ``v = [1, −1]``).
-    """
-    validation.tensor("a", a, ndim=(1, 2))
-    validation.tensor("v", v, ndim=(1, 2))
-    def fn(params):
-        (W,) = params
-        vv = v.expand(W.shape[:-1])
-        L, _, gW = _loss_gradient(vv, W, a)
-        return L, [gW]
-    return fn
 
 
 # --------------------------------------------------------------------------------------------- Monte Carlo
@@ -412,46 +503,50 @@ def mc_mean(fn: Callable[[Tensor], Tensor], d: int, n: int, *, generator: torch.
     return shift + mean_z, torch.sqrt(torch.clamp(var, min=0) / n)
 
 
-def network_mc(v: Tensor, W: Tensor, a: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
-    """Per-sample network output and residual on inputs ``x (B, d)``: ``(f (..., B), r = f − aᵀx (..., B))``."""
+def network_mc(W: Tensor, v: Tensor, a: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
+    """Per-sample network output and residual on inputs ``x (B, d)``: ``(f (..., B), r = f − aᵀx (..., B))``.
+
+    ``W (..., k, d)``, ``v (..., k)``, ``a (d,)`` or ``(..., d)``; for Monte Carlo checks of the closed forms
+    (Chapter 5)."""
+    validation.same_device(W=W, v=v, a=a, x=x)
     f = torch.einsum("...k,...kb->...b", v, torch.relu(torch.einsum("...kd,bd->...kb", W, x)))
     return f, f - torch.einsum("...d,bd->...b", a, x)
 
 
 # --------------------------------------------------------------------------------------------- Theorem 1
-def find_stationary(v: Tensor, W: Tensor, a: Tensor, iters: int = 100, damping: float = 1e-3) -> tuple[Tensor, Tensor, Tensor]:
+def find_stationary(W: Tensor, v: Tensor, a: Tensor, iters: int = 100, damping: float = 1e-3) -> tuple[Tensor, Tensor, Tensor]:
     """Search for stationary points with nonzero neurons by batched Levenberg–Marquardt (Theorem 1, Chapter 6).
 
     Minimises ``‖ρ(θ)‖²`` for the scaled gradient ``ρ = (∇_{v_l}L/‖w_l‖, ∇_{w_l}L/v_l)_l`` (proof D.1's
     ``[1/v1, 1/v2] ∇_W L``): its zeros with ``v_l, w_l ≠ 0`` are exactly the stationary points, but unlike
     ``‖∇L‖²`` it does not vanish on the degenerate set ``v_l = 0``. Its Jacobian comes from the closed-form
     Hessian by the product rule. A step solves ``(JᵀJ + λI) δ = −Jᵀρ`` and is kept only if ``‖ρ‖`` decreases
-    (then λ ÷ 3, else λ × 4). ``v (E, k)``, ``W (E, k, d)``, ``a (d,)``.
-    Returns ``(v, W, ‖∇L‖ (E,))`` at the end (the *unscaled* gradient norm, for classification).
+    (then λ ÷ 3, else λ × 4). ``W (E, k, d)``, ``v (E, k)``, ``a (d,)``.
+    Returns ``(W, v, ‖∇L‖ (E,))`` at the end (the unscaled gradient norm, for classification).
     """
-    _check_net(v, W, a)
+    _check_net(W, v, a)
     validation.positive_int("iters", iters)
     k, d = W.shape[-2], W.shape[-1]
     p = k + k * d
-    theta = flatten_params(v, W).clone()
+    theta = flatten_params(W, v).clone()
     lam = torch.full(theta.shape[:-1], float(damping), dtype=theta.dtype, device=theta.device)
     eye = torch.eye(p, dtype=theta.dtype, device=theta.device)
 
     def rho_and_jac(th, with_jac=True):
-        vv, WW = unflatten_params(th, k, d)
-        gv, gW = _loss_gradient(vv, WW, a)[1:]
+        WW, vv = unflatten_params(th, k, d)
+        gW, gv = _loss_gradient(WW, vv, a)[1:]
         n = WW.norm(dim=-1)                                        # (E, k)
-        scale = torch.cat([1 / n[..., :, None].expand(*n.shape, 1), (1 / vv)[..., :, None].expand(*vv.shape, d)], -1)
-        rho = torch.cat([gv / n, (gW / vv[..., None]).flatten(-2)], -1)
+        rho = torch.cat([(gW / vv[..., None]).flatten(-2), gv / n], -1)
         if not with_jac:
-            return rho, None, gv, gW
-        H = hessian(vv, WW, a)
-        Jm = H * torch.cat([1 / n, (1 / vv)[..., None].expand(*vv.shape, d).flatten(-2)], -1)[..., :, None]
+            return rho, None, gW, gv
+        H = hessian(WW, vv, a)
+        Jm = H * torch.cat([(1 / vv)[..., None].expand(*vv.shape, d).flatten(-2), 1 / n], -1)[..., :, None]
         wb = WW / n[..., None]
+        kd = k * d
         for l in range(k):                                         # d/dw_l of 1/‖w_l‖ and d/dv_l of 1/v_l
-            Jm[..., l, k + l * d:k + (l + 1) * d] -= (gv[..., l] / n[..., l] ** 2)[..., None] * wb[..., l, :]
-            Jm[..., k + l * d:k + (l + 1) * d, l] -= gW[..., l, :] / vv[..., l:l + 1] ** 2
-        return rho, Jm, gv, gW
+            Jm[..., kd + l, l * d:(l + 1) * d] -= (gv[..., l] / n[..., l] ** 2)[..., None] * wb[..., l, :]
+            Jm[..., l * d:(l + 1) * d, kd + l] -= gW[..., l, :] / vv[..., l:l + 1] ** 2
+        return rho, Jm, gW, gv
 
     rho, Jm, _, _ = rho_and_jac(theta)
     rn = rho.norm(dim=-1)
@@ -467,9 +562,9 @@ def find_stationary(v: Tensor, W: Tensor, a: Tensor, iters: int = 100, damping: 
         Jm = torch.where(ok[..., None, None], J_new, Jm)
         rn = torch.where(ok, rn_new, rn)
         lam = torch.where(ok, lam / 3, lam * 4).clamp(1e-15, 1e12)
-    v_out, W_out = unflatten_params(theta, k, d)
-    gv, gW = _loss_gradient(v_out, W_out, a)[1:]
-    return v_out, W_out, flatten_params(gv, gW).norm(dim=-1)
+    W_out, v_out = unflatten_params(theta, k, d)
+    gW, gv = _loss_gradient(W_out, v_out, a)[1:]
+    return W_out, v_out, flatten_params(gW, gv).norm(dim=-1)
 
 
 CLASSES = ("global optimum", "Theorem 1 saddle (c > 0)", "Theorem 1 saddle (c < -1)",
@@ -477,9 +572,11 @@ CLASSES = ("global optimum", "Theorem 1 saddle (c > 0)", "Theorem 1 saddle (c < 
            "not converged", "unclassified stationary point")
 
 
-def classify_stationary(v: Tensor, W: Tensor, a: Tensor, grad_norm: Tensor, *, grad_tol: float = 1e-9,
+def classify_stationary(W: Tensor, v: Tensor, a: Tensor, grad_norm: Tensor, *, grad_tol: float = 1e-9,
                         tol: float = 1e-6) -> tuple[list[str], Tensor]:
     """Classify k = 2 points by Theorem 1 (Chapter 6); returns ``(labels (E,), c (E,))`` (c NaN where undefined).
+
+    ``W (E, 2, d)``, ``v (E, 2)``, ``a (d,)``, ``grad_norm (E,)`` (from :func:`find_stationary`).
 
     In the signed convention the optimum has effective weights ``v_i w_i = a`` for both neurons, one with
     ``w ∥ a``, one with ``w ∥ −a``; the saddle family has both neurons parallel to the same ``s·a`` and
@@ -488,9 +585,11 @@ def classify_stationary(v: Tensor, W: Tensor, a: Tensor, grad_norm: Tensor, *, g
     """
     if v.shape[-1] != 2:
         raise ValueError("Theorem 1 is about k = 2")
+    _check_net(W, v, a)
+    validation.same_device(W=W, grad_norm=grad_norm)
     na = a.norm()
     ab = a / na
-    L = loss(v, W, a)
+    L = loss(W, v, a)
     nw = W.norm(dim=-1)
     eff = v[..., None] * W                                     # (E, 2, d)
     along = W @ ab                                             # (E, 2)
@@ -503,7 +602,7 @@ def classify_stationary(v: Tensor, W: Tensor, a: Tensor, grad_norm: Tensor, *, g
     c = (eff.gather(-2, pos[..., None, None].expand(-1, 1, W.shape[-1]))[..., 0, :] @ a) / na ** 2 - 1
     labels = []
     for e in range(v.shape[0]):
-        if not grad_norm[e] <= grad_tol * na * max(1.0, float(flatten_params(v[e], W[e]).norm())):
+        if not grad_norm[e] <= grad_tol * na * max(1.0, float(flatten_params(W[e], v[e]).norm())):
             labels.append(CLASSES[5])
         elif L[e] <= tol ** 2 * na ** 2:
             labels.append(CLASSES[0])

@@ -412,60 +412,6 @@ def pairing_error(W: Tensor, V: Tensor) -> tuple[Tensor, Tensor]:
     return torch.tensor(errs, dtype=torch.float64), torch.tensor(pairs, dtype=torch.long)
 
 
-# ------------------------------------------------------------------------------ population GD, fast path
-def population_loss_and_grad(W: Tensor, V: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Population loss ``½ E‖Vᵀ ReLU(Wx) − A x‖²`` and its gradients via the Gram matrix of the neurons
-    (paper B, Appendix A.1-A.2; Section 4's population experiments, Chapters 9 and 11).
-
-    The same closed forms as :mod:`companion.population` (which is the reference, tested against it for one
-    output), written for the training loop: with ``S = V Vᵀ`` (``v vᵀ`` for one output), ``θ_ij`` the angle
-    between ``w_i`` and ``w_j`` and ``k(w_i, w_j) = ‖w_i‖‖w_j‖(sin θ + (π − θ) cos θ)/(2π)``::
-
-        L = ½ Σ_ij S_ij k(w_i, w_j) − ½ Σ_i V_iᵀ A w_i + ½ ‖A‖_F²,
-        ∇_{V_i} L = Σ_j k(w_i, w_j) V_j − A w_i / 2,
-        ∇_{w_i} L = (1/2π) [ŵ_i Σ_j S_ij ‖w_j‖ sin θ_ij + Σ_j S_ij (π − θ_ij) w_j] − Aᵀ V_i / 2,
-
-    i.e. two batched matmuls of size ``E·k²·d`` per step instead of an ``(E, k, k, d)`` tensor. Angles by
-    ``arccos`` (no autograd through it here). Neurons must be nonzero.
-    ``W (E, k, d)``, ``V (E, k)`` or ``(E, k, r)``, ``target a (d,)`` or ``A (r, d)`` →
-    ``(loss (E,), grad_W (E, k, d), grad_V like V)``.
-    """
-    single = V.ndim == 2
-    Vm = V.unsqueeze(-1) if single else V                                   # (E, k, r)
-    A = target.unsqueeze(0) if target.ndim == 1 else target                 # (r, d)
-    nrm = W.norm(dim=-1)                                                    # (E, k)
-    U = W / nrm.unsqueeze(-1)
-    cos = torch.bmm(U, U.transpose(1, 2)).clamp_(-1.0, 1.0)
-    th = torch.arccos(cos)
-    sin = torch.sin(th)
-    nn_ = nrm.unsqueeze(-1) * nrm.unsqueeze(-2)
-    K = nn_ * (sin + (math.pi - th) * cos) / (2 * math.pi)                 # (E, k, k)
-    S = torch.bmm(Vm, Vm.transpose(1, 2))                                   # (E, k, k)
-    AW = torch.einsum("rd,ekd->ekr", A, W)                                  # A w_i, (E, k, r)
-    value = 0.5 * (S * K).sum((1, 2)) - 0.5 * (Vm * AW).sum((1, 2)) + 0.5 * (A * A).sum()
-    gV = torch.bmm(K, Vm) - 0.5 * AW
-    radial = (S * sin * nrm.unsqueeze(-2)).sum(-1, keepdim=True)           # Σ_j S_ij ‖w_j‖ sin θ_ij
-    gW = (U * radial + torch.bmm(S * (math.pi - th), W)) / (2 * math.pi) - 0.5 * torch.einsum("ekr,rd->ekd", Vm, A)
-    return value, gW, (gV.squeeze(-1) if single else gV)
-
-
-def make_population_loss_and_grad(target: Tensor) -> Callable:
-    """Closure for :func:`companion.gd.run` on the population loss (Section 4; Chapters 9, 11):
-    ``params = [W (E, k, d), v (E, k) or V (E, k, r)] → (loss (E,), [grad_W, grad_V])``."""
-    validation.tensor("target", target, ndim=(1, 2))
-
-    def fn(params: Sequence[Tensor]):
-        if len(params) != 2:
-            raise ValueError("params must be [W, v]")
-        W, V = params
-        if W.ndim != 3 or V.shape[:2] != W.shape[:2] or W.shape[-1] != target.shape[-1]:
-            raise ValueError(f"W {tuple(W.shape)}, V {tuple(V.shape)} and target {tuple(target.shape)} do not match")
-        value, gW, gV = population_loss_and_grad(W, V, target)
-        return value, [gW, gV]
-
-    return fn
-
-
 def growth_sign(W: Tensor, v: Tensor, a: Tensor, X: Tensor | None = None) -> Tensor:
     """The sign each ``v_i`` ends the small-initialisation phase with (Section 4's failure mechanism; Chapter 9).
 

@@ -1,0 +1,42 @@
+"""Repository habits: the product speaks of itself only; every module has an API page; one version; a licence."""
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+
+import companion
+
+ROOT = Path(__file__).resolve().parents[1]
+PROCESS_WORDS = re.compile(r"\bissue #?\d+|\bthe issue asks|\bthe lead\b|\bas agreed\b|\bhelper engineers?\b|"
+                           r"\bother engineers\b|\bUTC, as agreed\b", re.I)
+
+
+def _tracked() -> list[Path]:
+    out = subprocess.run(["git", "ls-files"], capture_output=True, text=True, cwd=ROOT).stdout.split()
+    return [ROOT / f for f in out if not f.endswith((".ipynb", ".woff", ".js", ".png", ".bib")) and "_static" not in f]
+
+
+def test_no_words_about_how_the_work_was_organised():
+    hits = []
+    for path in _tracked():
+        if path.name == "test_repository.py" or not path.is_file():
+            continue
+        for i, line in enumerate(path.read_text(errors="ignore").splitlines(), 1):
+            if PROCESS_WORDS.search(line):
+                hits.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()[:100]}")
+    assert hits == [], "\n".join(hits)
+
+
+def test_every_public_module_has_an_api_page():
+    modules = sorted(p.stem for p in (ROOT / "src" / "companion").glob("*.py") if not p.stem.startswith("_"))
+    missing = [m for m in modules if not (ROOT / "book" / "api" / f"{m}.md").exists()]
+    assert missing == [], f"modules without a page in book/api/: {missing}"
+    index = (ROOT / "book" / "api" / "index.md").read_text()
+    assert all(f"companion.{m} <{m}>" in index for m in modules), "book/api/index.md lists every module"
+
+
+def test_one_version_and_a_licence():
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "version" not in meta and "version" in meta["dynamic"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", companion.__version__)
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")

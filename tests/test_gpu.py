@@ -78,10 +78,10 @@ SAMPLERS = {
     "relunet.xavier_init": lambda g, dev: relunet.xavier_init(2, 8, 5, 0.5, generator=g, device=dev, dtype=F64),
     "relunet.gaussian_init": lambda g, dev: relunet.gaussian_init(3, 8, 5, 0.5, generator=g, device=dev, dtype=F64),
     "relunet.theorem2_init": lambda g, dev: relunet.theorem2_init(8, 5, 0.5, generator=g, device=dev, dtype=F64),
-    "widenet.init_params": lambda g, dev: widenet.init_params(5, 16, 2, 3, generator=g, device_=dev, dtype=F64),
-    "widenet.sphere_inputs": lambda g, dev: widenet.sphere_inputs(12, 5, generator=g, device_=dev, dtype=F64),
+    "widenet.init_params": lambda g, dev: widenet.init_params(5, 16, 2, 3, generator=g, device=dev, dtype=F64),
+    "widenet.sphere_inputs": lambda g, dev: widenet.sphere_inputs(12, 5, generator=g, device=dev, dtype=F64),
     "widenet.random_direction": lambda g, dev: widenet.random_direction(
-        widenet.init_params(5, 16, 2, 3, generator=cpu_gen(1), device_=dev, dtype=F64), 0.5, generator=g),
+        widenet.init_params(5, 16, 2, 3, generator=cpu_gen(1), device=dev, dtype=F64), 0.5, generator=g),
     "concentration.random_pairs": lambda g, dev: concentration.random_pairs(
         10, 6, generator=g, like=torch.zeros(1, dtype=F64, device=dev)),
 }
@@ -312,8 +312,8 @@ def test_population_cuda_matches_cpu():
 
 @pytest.mark.gpu
 def test_widenet_cuda_matches_cpu():
-    params = widenet.init_params(5, 32, 3, 2, generator=cpu_gen(), device_="cpu", dtype=F64)
-    X = widenet.sphere_inputs(9, 5, generator=cpu_gen(1), device_="cpu", dtype=F64)
+    params = widenet.init_params(5, 32, 3, 2, generator=cpu_gen(), device="cpu", dtype=F64)
+    X = widenet.sphere_inputs(9, 5, generator=cpu_gen(1), device="cpu", dtype=F64)
     pc = {k: v.to(CUDA) for k, v in params.items()}
     for arch in ("fc", "res"):
         net = widenet.Net(arch=arch)

@@ -64,8 +64,12 @@ def chapters() -> list[Path]:
 
 
 def run_chapter(source: Path, *, seed: int = 0, falsify: bool = False, scale: str = "quick",
-                timeout: int = 3600) -> ChapterRun:
-    """Execute the paired notebook of ``source`` in a fresh kernel with the given switches."""
+                timeout: int = 3600, threads: int | None = None) -> ChapterRun:
+    """Execute the paired notebook of ``source`` in a fresh kernel with the given switches.
+
+    The switches go to the kernel's environment only (this process's is left alone), so several chapters can run
+    at once from threads; ``threads`` sets the kernel's ``OMP_NUM_THREADS`` (e.g. 1 when two run side by side).
+    """
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -74,25 +78,20 @@ def run_chapter(source: Path, *, seed: int = 0, falsify: bool = False, scale: st
     nb_path = source.with_suffix(".ipynb")
     nb = nbformat.read(nb_path, as_version=4)
     run = ChapterRun(source.stem, seed, falsify)
-    saved = {k: os.environ.get(k) for k in ("COMPANION_SEED", "COMPANION_FALSIFY", "COMPANION_SCALE",
-                                            "COMPANION_CLAIMS_DIR", "COMPANION_PROGRESS", "COMPANION_WIDGETS")}
     with tempfile.TemporaryDirectory() as records:
-        os.environ.update(COMPANION_SEED=str(seed), COMPANION_FALSIFY="1" if falsify else "0",
-                          COMPANION_SCALE=scale, COMPANION_CLAIMS_DIR=records, COMPANION_PROGRESS="0",
-                          COMPANION_WIDGETS="static")
+        env = {**os.environ, "COMPANION_SEED": str(seed), "COMPANION_FALSIFY": "1" if falsify else "0",
+               "COMPANION_SCALE": scale, "COMPANION_CLAIMS_DIR": records, "COMPANION_PROGRESS": "0",
+               "COMPANION_WIDGETS": "static"}
+        if threads is not None:
+            env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
         t0 = time.perf_counter()
         try:
             NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                           resources={"metadata": {"path": str(nb_path.parent)}}).execute()
+                           resources={"metadata": {"path": str(nb_path.parent)}}).execute(env=env)
         except CellExecutionError as exc:
             run.error = str(exc)
         finally:
             run.seconds = time.perf_counter() - t0
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
         for path in sorted(Path(records).glob("*.json")):
             run.records += json.loads(path.read_text())
     return run

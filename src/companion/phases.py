@@ -1,0 +1,222 @@
+"""The three phases of paper B's Theorem 2 on recorded trajectories: phase boundaries, the invariants of
+Lemmas 3-7 with the constants of Appendix C.1-C.5, the linearised growth rate that sets the burn-in, and the
+mechanism behind the failure probability of Theorem 2's initialisation (Chapters 8 and 9).
+
+Every function takes the history of :func:`companion.gd.run` with the observers of
+:func:`companion.relunet.make_observers` as numpy arrays: ``theta``, ``v``, ``w_norm``, ``imbalance`` of shape
+``(R, E, k)`` and ``error`` of shape ``(R, E)`` at the recorded iterations ``(R,)``. The sign convention is the
+book's: the network is ``vᵀ ReLU(Wx)`` with ``v = [+|v_1|, −|v_2|]``, so the paper's ``v_i`` is ``|v_i|`` here and
+its ``aᵀw_2`` (with ``w_2`` aligned to ``−a``) is ``sign(v_i) aᵀw_i``.
+
+The constants of Appendix C (the lemmas are stated there with these values):
+
+* Lemma 3 (C.1): ``|b_i(τ+1) − b_i(τ)| ≤ c_6 μ² (‖w_i‖² + v_i²) ‖diag(v)W − W*‖²`` with ``c_6 = 6``;
+* Lemma 4 (C.2): ``c_4 = π/20``, ``γ = 1/4``, ``c_2 = 2``: if both angles are at most ``c_4``, the norms at most
+  ``c_2 ‖a‖`` and ``|b_i| ≤ γ‖a‖``, the angles stay at most ``c_4`` one step later;
+* Lemma 5 (C.3): ``c_4 ≤ π/10``, ``γ ≤ 1/2``, ``c_2 = 2``: under the same hypotheses the output weights stay
+  in ``(β‖a‖, c_2‖a‖]``;
+* Lemma 6 (C.4, phase 1): ``c_4 ≤ π/4``, ``c_9 = 64 / tan c_4``; up to ``T_1``: ``v_i(τ) ≥ v_i(0)/2`` and
+  ``v_i(τ), ‖w_i(τ)‖ ≤ 2(1 + μ)^τ v_i(0)``; at ``T_1`` both angles are at most ``c_4``;
+* Lemma 7 (C.5, phase 2): ``c_4 ≤ π/10``, ``c_7 = 1/4``, ``c_11 = 1/50``: while the output weights grow to
+  ``c_7‖a‖``, ``0 < v_i ≤ 2‖a‖``, the angles stay at most ``c_4`` and ``|b_i| ≤ c_11‖a‖``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from . import validation
+
+C6 = 6.0                     #: Lemma 3's drift constant (Appendix C.1)
+C4_LEMMA4 = math.pi / 20     #: Lemma 4's angle constant (Appendix C.2)
+GAMMA_LEMMA4 = 0.25          #: Lemma 4's imbalance constant (Appendix C.2)
+C4_LEMMA5 = math.pi / 10     #: Lemma 5's (and Lemma 7's) angle constant (Appendix C.3, C.5)
+GAMMA_LEMMA5 = 0.5           #: Lemma 5's imbalance constant (Appendix C.3)
+C2 = 2.0                     #: the norm cap ``c_2`` of Lemmas 4-7
+C4_LEMMA6 = math.pi / 4      #: Lemma 6's angle constant (Appendix C.4)
+C7 = 0.25                    #: Lemma 7's growth target ``c_7`` (Appendix C.5)
+C11 = 1 / 50                 #: Lemma 7's imbalance bound ``c_11`` (Appendix C.5)
+
+
+def _arr(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def first_hit(mask, iterations) -> np.ndarray:
+    """First recorded iteration at which ``mask (R, E)`` holds, per member ``(E,)``; ``−1`` where it never does.
+
+    The phase boundaries ``T_1`` and ``T_2`` of Theorem 2 (Chapter 8).
+    """
+    mask, it = _arr(mask).astype(bool), _arr(iterations)
+    if mask.ndim != 2 or mask.shape[0] != it.shape[0]:
+        raise ValueError(f"mask must be (R, E) with R = len(iterations) = {it.shape[0]}, got {mask.shape}")
+    hit = mask.any(0)
+    return np.where(hit, it[mask.argmax(0)], -1)
+
+
+@dataclass(frozen=True)
+class Invariance:
+    """Forward invariance of ``{value ≤ level}`` on an ensemble: entry iteration per member (``−1``: never
+    entered), the largest value at or after entry, and the number of members that entered."""
+
+    entry: np.ndarray
+    worst_after: float
+    entered: int
+    members: int
+    level: float
+
+    @property
+    def holds(self) -> bool:
+        """Every member entered, and none left the set afterwards."""
+        return self.entered == self.members and self.worst_after <= self.level
+
+
+def invariance(values, level: float, iterations, *, until=None) -> Invariance:
+    """Whether ``{values ≤ level}`` is forward invariant along each member's trajectory (Lemmas 4-5, Chapter 8).
+
+    ``values``: ``(R, E)`` (e.g. the larger of the two angles); ``iterations``: ``(R,)``; ``until``: optional
+    ``(E,)`` last iteration to inspect per member (e.g. the end of phase 2 for Lemma 7). The worst value is
+    taken over the recorded iterations from the member's first entry on.
+    """
+    y, it = _arr(values).astype(float), _arr(iterations)
+    if y.ndim != 2 or y.shape[0] != it.shape[0]:
+        raise ValueError(f"values must be (R, E) with R = len(iterations) = {it.shape[0]}, got {y.shape}")
+    entry = first_hit(y <= level, it)
+    window = (it[:, None] >= entry[None, :]) & (entry[None, :] >= 0)
+    if until is not None:
+        window &= it[:, None] <= _arr(until)[None, :]
+    worst = float(np.where(window, y, -np.inf).max()) if window.any() else -math.inf
+    return Invariance(entry, worst, int((entry >= 0).sum()), y.shape[1], float(level))
+
+
+def imbalance_drift(h: dict, iterations, mu, *, error_min: float = 1e-6) -> dict:
+    """Lemma 3 (Appendix C.1) on a recorded trajectory: the one-step drift of ``b_i = ‖w_i‖² − v_i²`` against
+    the paper's bound ``c_6 μ² (‖w_i‖² + v_i²) ‖diag(v)W − W*‖²`` (``c_6 = 6``) and against the sharper
+    ``(5/2) μ² v_i² ‖diag(v)W − W*‖²`` that Lemma 12's constant gives for the population gradient (Chapter 8).
+
+    ``h``: history with ``imbalance, v, w_norm (R, E, k)`` and ``error (R, E)``; consecutive recorded iterations
+    ``t, t + 1`` give the drift. ``mu``: ``(E,)`` or a float. Only steps with ``error > error_min`` count (below,
+    the drift is rounding noise). Returns ``{"paper": max ratio to the c_6 bound, "lemma12": max ratio to the
+    5/2 bound, "pairs": number of (step, member) pairs used}``.
+    """
+    it = _arr(iterations)
+    pair = np.flatnonzero(np.isin(it + 1, it))
+    nxt = np.searchsorted(it, it[pair] + 1)
+    b, v, wn, err = (_arr(h[k]) for k in ("imbalance", "v", "w_norm", "error"))
+    mu = np.broadcast_to(_arr(mu).astype(float), (b.shape[1],))[None, :, None]
+    db = np.abs(b[nxt] - b[pair])
+    e2 = err[pair][..., None] ** 2
+    ok = np.broadcast_to(err[pair][..., None] > error_min, db.shape)
+    paper = db / (mu ** 2 * (wn[pair] ** 2 + v[pair] ** 2) * e2)
+    sharp = db / (mu ** 2 * v[pair] ** 2 * e2)
+    return {"paper": float(np.where(ok, paper, 0).max()), "lemma12": float(np.where(ok, sharp, 0).max()),
+            "pairs": int(ok[..., 0].sum())}
+
+
+def phase1_invariants(h: dict, iterations, mu, T1) -> dict:
+    """Lemma 6 (Appendix C.4) up to ``T_1``: the worst ratios of the induction hypotheses (21) and (23),
+    ``min v_i(τ)/v_i(0)`` (the lemma: ``≥ 1/2``) and ``max max(v_i(τ), ‖w_i(τ)‖) / (2(1 + μ)^τ v_i(0))`` (the
+    lemma: ``≤ 1``), together with the growth rate that actually occurs, ``max ln(max(v_i, ‖w_i‖)/v_i(0)) / τ``
+    compared with ``ln(1 + μ)`` (``v_i`` means ``|v_i|``). ``T1``: ``(E,)`` end of phase 1 per member.
+    """
+    it = _arr(iterations)
+    v, wn = np.abs(_arr(h["v"])), _arr(h["w_norm"])
+    if it[0] != 0:
+        raise ValueError("the history must start at iteration 0")
+    v0 = v[0]
+    mu = np.broadcast_to(_arr(mu).astype(float), (v.shape[1],))
+    win = (it[:, None] <= _arr(T1)[None, :])[..., None]
+    lower = float(np.where(win, v / v0, np.inf).min())
+    cap = 2 * (1 + mu[None, :, None]) ** it[:, None, None] * v0
+    big = np.maximum(v, wn)
+    upper = float(np.where(win, big / cap, 0).max())
+    tau = np.maximum(it, 1)[:, None, None]
+    rate = np.where(win & (it[:, None, None] > 0), np.log(np.maximum(big / v0, 1)) / tau, 0)
+    return {"lower": lower, "upper": upper, "rate_over_log1pmu": float((rate / np.log1p(mu)[None, :, None]).max())}
+
+
+def initial_event(W0, v0) -> np.ndarray:
+    """Appendix C.4's initial event, per member ``(E,)`` bool: ``σ/2 ≤ |v_i(0)| ≤ 2σ`` is replaced by its
+    scale-free form ``|v_i(0)| ≥ ‖w_i(0)‖/2`` and ``|v_i(0)| ≤ 4‖w_i(0)‖`` (both ``‖w_i(0)‖²`` and ``v_i(0)²`` are
+    ``σ²χ²_d/d``), which holds with probability ``1 − Ce^{−cd}`` (Chapter 8). ``W0 (E, k, d)``, ``v0 (E, k)``.
+    """
+    W0, v0 = _arr(W0), np.abs(_arr(v0))
+    wn = np.linalg.norm(W0, axis=-1)
+    return ((v0 >= wn / 2) & (v0 <= 4 * wn)).all(-1)
+
+
+def growth_rate(X: Tensor, a: Tensor, *, iters: int = 50) -> Tensor:
+    """The linearised growth rate of the small-weight phase on data ``X (n, d)``, per sign ``(2,)`` (``+a``
+    then ``−a``): ``g = ‖c(w)‖`` at the fixed point ``w ∝ s·c(w)`` of ``c(w) = (1/n) Σ_j 1{wᵀx_j > 0} x_j x_jᵀ a``
+    (paper B, Section 6.4's ``w_1 ← w_1 + μ(v_1 a/2 + ζ)``; Chapter 8).
+
+    Near the origin GD moves ``(|v_i|, ŵ·w_i)`` by the matrix ``[[1, μg], [μg, 1]]``, so the error grows by
+    ``1 + μg`` per step and the burn-in grows by ``1/ln(1 + μg)`` per unit of ``ln(1/σ)``. For the population
+    (``n → ∞``) ``c(a) = a/2`` and ``g = ‖a‖/2``; on ``n`` samples the fluctuation of ``c`` adds about
+    ``d/(2n)`` to ``g²``, so GD on the empirical loss grows faster than the population's ``1 + μ/2``.
+    """
+    validation.same_device(X=X, a=a)
+    validation.tensor("X", X, ndim=2)
+    validation.tensor("a", a, ndim=1)
+    out = []
+    y = X @ a
+    for s in (1.0, -1.0):
+        w = s * a
+        for _ in range(iters):
+            c = ((X @ w > 0).to(X.dtype) * y) @ X / X.shape[0]
+            w = s * c / c.norm()
+        out.append(c.norm())
+    return torch.stack(out)
+
+
+def chi2_flip_probability(d) -> np.ndarray:
+    """Probability that one output weight of Theorem 2's initialisation changes sign in the small-weight phase
+    on the population loss: ``q(d) = P(Z > χ_d)`` with ``Z ~ N(0, 1)`` independent of ``χ_d``, by quadrature
+    (Chapter 9).
+
+    With ``w_i ~ N(0, σ²/d I)`` and ``|v_i| = σχ_d/√d`` the growth sign is ``sign(v_i + w_iᵀâ)``
+    (:func:`companion.relunet.growth_sign`, ``â = a/‖a‖``), and ``s_i w_iᵀâ ~ N(0, σ²/d)``, so a flip happens when
+    ``Z > χ_d``. For large ``d``, ``q(d)`` behaves like ``2^{−d/2}`` up to a polynomial factor.
+    """
+    from scipy import integrate, stats
+
+    d = np.atleast_1d(_arr(d)).astype(float)
+    q = [integrate.quad(lambda r, k=k: stats.norm.sf(r) * stats.chi.pdf(r, k), 0, np.inf, epsabs=0, epsrel=1e-10)[0]
+         for k in d]
+    return np.array(q)
+
+
+def chi2_failure_probability(d) -> np.ndarray:
+    """Failure probability of Theorem 2's initialisation on the population loss, ``k = 2``: the two growth
+    signs agree, i.e. exactly one of the two output weights flips, ``2q(1 − q)`` with
+    ``q =`` :func:`chi2_flip_probability` (paper B's ``1 − Ce^{−cd}``; Chapter 9). ``d``: ``(D,)`` → ``(D,)``.
+    """
+    q = chi2_flip_probability(d)
+    return 2 * q * (1 - q)
+
+
+def gauss_newton_spectrum(W: Tensor, v: Tensor, X: Tensor) -> Tensor:
+    """Eigenvalues of the Gauss-Newton matrix ``JᵀJ/n`` of the empirical loss at ``(W, v)``, ascending,
+    ``(E, k(d + 1))`` (the Hessian at an exact fit; Theorem 2's local refinement phase, Chapter 8).
+
+    ``J`` is the Jacobian of the outputs ``f(x_j) = Σ_i v_i ReLU(w_iᵀx_j)`` with respect to ``(W, v)``. The first
+    ``k`` eigenvalues are zero (the rescalings ``(w_i, v_i) → (c w_i, v_i/c)``); near the planted solution GD
+    contracts the error by ``1 − μλ`` per step along each other eigenvector, so the slowest linear rate is
+    ``1 − μ λ_{k+1}``. ``W (E, k, d)``, ``v (E, k)``, ``X (n, d)``.
+    """
+    validation.same_device(W=W, v=v, X=X)
+    validation.tensor("W", W, ndim=3)
+    validation.tensor("v", v, ndim=2)
+    validation.tensor("X", X, ndim=2)
+    E, k, d = W.shape
+    n = X.shape[0]
+    pre = torch.einsum("nd,ekd->enk", X, W)                                  # (E, n, k)
+    Jw = (v[:, None, :, None] * (pre > 0).to(X.dtype)[..., None] * X[None, :, None, :]).reshape(E, n, k * d)
+    J = torch.cat([Jw, torch.relu(pre)], -1)
+    return torch.linalg.eigvalsh(J.transpose(1, 2) @ J / n)

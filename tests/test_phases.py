@@ -1,0 +1,81 @@
+
+import numpy as np
+import pytest
+import torch
+
+from companion import device, phases, relunet
+
+
+def test_first_hit_and_invariance():
+    it = np.arange(5)
+    y = np.array([[3.0, 3.0], [2.0, 3.0], [0.5, 3.0], [0.4, 0.9], [0.6, 0.8]])
+    assert phases.first_hit(y <= 1, it).tolist() == [2, 3]
+    assert phases.first_hit(y <= 0.1, it).tolist() == [-1, -1]
+    inv = phases.invariance(y, 1.0, it)
+    assert inv.holds and inv.entered == 2 and inv.worst_after == pytest.approx(0.9)
+    inv = phases.invariance(y, 0.55, it)                  # member 0 enters at 2 and leaves at 4
+    assert not inv.holds and inv.worst_after == pytest.approx(0.6)
+    assert phases.invariance(y, 0.55, it, until=np.array([3, 3])).worst_after == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        phases.first_hit(y[:3] <= 1, it)
+
+
+def test_imbalance_drift_matches_hand_computation():
+    it = np.array([0, 1, 5])
+    h = {"imbalance": np.array([[[0.0, 0.0]], [[0.01, -0.02]], [[0.0, 0.0]]]),
+         "v": np.ones((3, 1, 2)), "w_norm": np.ones((3, 1, 2)), "error": np.ones((3, 1))}
+    out = phases.imbalance_drift(h, it, 0.1)
+    assert out["pairs"] == 1
+    assert out["paper"] == pytest.approx(0.02 / (0.01 * 2))
+    assert out["lemma12"] == pytest.approx(0.02 / 0.01)
+
+
+def test_chi2_flip_probability_matches_monte_carlo_and_small_d():
+    # d = 2: chi_2 is Rayleigh, P(Z > R) = 1/2 - 1/(2 sqrt 2) ... check against direct quadrature and MC
+    q = phases.chi2_flip_probability([1, 2, 6])
+    rng = device.numpy_rng(3)
+    for dd, qq in zip([1, 2, 6], q):
+        z = rng.standard_normal(400_000)
+        r = np.sqrt(rng.chisquare(dd, 400_000))
+        assert abs((z > r).mean() - qq) < 5e-3
+    assert q[0] == pytest.approx(0.25, abs=1e-9)            # P(Z1 > |Z2|) = 1/4
+    p = phases.chi2_failure_probability([2, 4])
+    assert np.all(p == 2 * phases.chi2_flip_probability([2, 4]) * (1 - phases.chi2_flip_probability([2, 4])))
+
+
+def test_growth_rate_population_limit_and_device_check():
+    d = 5
+    a = relunet.unit_target(d, dtype=torch.float64, device="cpu")
+    X, _ = relunet.gaussian_data(200_000, d, a, generator=device.generator(0))
+    X = X.cpu()
+    g = phases.growth_rate(X, a)
+    assert torch.allclose(g, torch.full((2,), 0.5, dtype=g.dtype), atol=0.01)
+    with pytest.raises(ValueError, match="dtype"):
+        phases.growth_rate(X.float(), a)
+    with pytest.raises(ValueError, match="meta"):
+        phases.growth_rate(X, a.to("meta"))
+
+
+def test_gauss_newton_spectrum_zero_modes_and_population_value():
+    d = 3
+    a = relunet.unit_target(d, dtype=torch.float64, device="cpu")
+    W = torch.stack([a, -a]).unsqueeze(0)
+    v = torch.tensor([[1.0, -1.0]], dtype=torch.float64)
+    X, _ = relunet.gaussian_data(100_000, d, a, generator=device.generator(2))
+    ev = phases.gauss_newton_spectrum(W, v, X.cpu())[0]
+    assert ev.shape == (2 * (d + 1),)
+    assert ev[:2].abs().max() < 1e-10                                       # the two rescaling directions
+    assert ev[2] > 0.3
+    with pytest.raises(ValueError):
+        phases.gauss_newton_spectrum(W, v.float(), X.cpu())
+
+
+def test_initial_event_and_phase1_invariants():
+    it = np.arange(4)
+    v = np.array([1.0, 1.05, 1.1, 1.2])[:, None, None] * np.ones((1, 1, 2))
+    h = {"v": v, "w_norm": v.copy()}
+    out = phases.phase1_invariants(h, it, 0.1, np.array([3]))
+    assert out["lower"] == pytest.approx(1.0)
+    assert out["upper"] == pytest.approx(max(v[t, 0, 0] / (2 * 1.1 ** t) for t in range(4)))
+    W0 = np.ones((2, 2, 4)) / 2                                             # norms 1
+    assert phases.initial_event(W0, np.array([[1.0, -1.0], [0.1, 1.0]])).tolist() == [True, False]

@@ -1,13 +1,21 @@
-"""Extract the claim-check tables from executed notebooks and compare two runs (CPU vs GPU).
+"""Compare the claim checks of two runs: CPU against GPU, or a build before a change against one after it.
 
-``python benchmarks/claims_compare.py A.ipynb B.ipynb [--json out.json]`` prints, for every claim of the
-chapter, the measured value and the verdict in run A and in run B, the relative difference of the numbers
-in the "measured" column, and whether the verdicts agree. Exit status 1 when a verdict differs or a claim is
-missing from one run.
+``python benchmarks/claims_compare.py A B [--labels cpu,cuda] [--json out.json]``, where A and B are each
 
-Run A and run B draw their random numbers from different generators when they run on different devices
-(``torch.Generator('cuda')`` streams differ from the CPU's), so Monte-Carlo numbers differ by sampling
-error; identical inputs give identical numbers up to float64 rounding. The verdicts must agree either way.
+* an executed chapter notebook (``.ipynb``): the records :class:`companion.claims.ClaimCheck` embeds in its
+  table (a ``<script class="companion-claims">`` JSON block; older notebooks: the table's cells);
+* a ``claims.json`` (every record of a built site, written at its root by the book build);
+* a built site's html folder (its ``claims.json``);
+* a folder of records written with ``COMPANION_CLAIMS_DIR`` (``<chapter>.seed<k>[.falsify].json``).
+
+For every claim (matched by chapter and claim text) it prints the measured value and the verdict in run A
+and in run B, the largest relative difference of the numbers in the "measured" column, and whether the
+verdicts agree; then the largest difference over all claims and the claims whose numbers differ most.
+Exit status 1 when a verdict differs or a claim is missing from one run.
+
+Both runs draw their random numbers on the CPU (``companion.device`` moves the drawn tensors to the
+device), so a CPU and a GPU run of one chapter start from the same data; their numbers differ by floating
+point rounding and its propagation through the experiment. The verdicts must agree.
 """
 from __future__ import annotations
 
@@ -18,15 +26,26 @@ import re
 import sys
 from pathlib import Path
 
-ROW = re.compile(r"<tr><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td></tr>", re.S)
+SCRIPT = re.compile(r"<script type=['\"]application/json['\"] class=['\"]companion-claims['\"]>(.*?)</script>", re.S)
+TR = re.compile(r"<tr>(.*?)</tr>", re.S)
+TD = re.compile(r"<td>(.*?)</td>", re.S)
 TITLE = re.compile(r"<caption>Claim check: (.*?)</caption>", re.S)
+TAG = re.compile(r"<[^>]+>")
 NUM = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 
-def extract(nb_path: str | Path) -> list[dict]:
-    """Every claim row rendered by :class:`companion.claims.ClaimCheck` in an executed notebook."""
-    nb = json.loads(Path(nb_path).read_text())
-    rows = []
+def _row(chapter: str, claim: str, paper: str, measured: str, passed: bool) -> dict:
+    return {"chapter": chapter, "claim": claim, "paper": paper, "measured": measured, "passed": bool(passed)}
+
+
+def _from_records(records: list[dict]) -> list[dict]:
+    return [_row(r.get("chapter") or r.get("title", ""), r["claim"], r.get("paper", ""), r.get("measured", ""),
+                 r.get("passed", r.get("verdict") in ("holds", "erratum"))) for r in records]
+
+
+def _from_notebook(path: Path) -> list[dict]:
+    nb = json.loads(path.read_text())
+    rows: list[dict] = []
     for cell in nb.get("cells", []):
         for out in cell.get("outputs", []):
             text = out.get("data", {}).get("text/html")
@@ -35,35 +54,63 @@ def extract(nb_path: str | Path) -> list[dict]:
             text = "".join(text) if isinstance(text, list) else text
             if "claim-check" not in text:
                 continue
-            title = TITLE.search(text)
-            for claim, paper, measured, verdict in ROW.findall(text):
-                rows.append({"check": html.unescape(title.group(1)) if title else "",
-                             "claim": html.unescape(claim), "paper": html.unescape(paper),
-                             "measured": html.unescape(measured), "passed": "holds" in verdict})
+            block = SCRIPT.search(text)
+            if block:
+                rows += _from_records(json.loads(block.group(1).replace("<\\/", "</")))
+                continue
+            title = TITLE.search(text)           # a table without records: read its cells
+            chapter = html.unescape(title.group(1)) if title else ""
+            for tr in TR.findall(text):
+                cells = TD.findall(tr)         # claim, paper, [threshold,] measured, verdict
+                if len(cells) < 4:
+                    continue
+                claim, paper, measured, verdict = cells[0], cells[1], cells[-2], cells[-1]
+                rows.append(_row(chapter, html.unescape(claim), html.unescape(TAG.sub(" ", paper)),
+                                 html.unescape(TAG.sub(" ", measured)), "holds" in verdict))
     return rows
+
+
+def extract(source: str | Path) -> list[dict]:
+    """The claim rows of one run (see the module docstring for what ``source`` may be)."""
+    path = Path(source)
+    if path.is_dir():
+        if (path / "claims.json").exists():
+            return _from_records(json.loads((path / "claims.json").read_text()))
+        records: list[dict] = []
+        for f in sorted(path.glob("*.json")):
+            records += json.loads(f.read_text())
+        return _from_records(records)
+    if path.suffix == ".ipynb":
+        return _from_notebook(path)
+    return _from_records(json.loads(path.read_text()))
 
 
 def numbers(s: str) -> list[float]:
     return [float(x) for x in NUM.findall(s)]
 
 
+def rel_diff(a: str, b: str) -> float | None:
+    """Largest relative difference between the numbers of two "measured" strings (None: not comparable)."""
+    na, nb = numbers(a), numbers(b)
+    if not na or len(na) != len(nb):
+        return None
+    return max(abs(x - y) / max(abs(x), abs(y), 1e-300) for x, y in zip(na, nb))
+
+
 def compare(a: list[dict], b: list[dict]) -> tuple[list[dict], bool]:
-    key = lambda r: (r["check"], r["claim"])  # noqa: E731
+    key = lambda r: (r["chapter"], r["claim"])  # noqa: E731
     bmap = {key(r): r for r in b}
     out, ok = [], True
     for r in a:
         s = bmap.pop(key(r), None)
         if s is None:
-            out.append({**r, "other": None, "verdicts_agree": False, "max_rel_diff": None})
+            out.append({**r, "other": None, "verdicts_agree": False, "max_rel_diff": None, "only_in": "A"})
             ok = False
             continue
-        na, nb = numbers(r["measured"]), numbers(s["measured"])
-        diff = None
-        if na and len(na) == len(nb):
-            diff = max(abs(x - y) / max(abs(x), abs(y), 1e-300) for x, y in zip(na, nb))
         agree = r["passed"] == s["passed"]
         ok &= agree
-        out.append({**r, "other": s["measured"], "other_passed": s["passed"], "verdicts_agree": agree, "max_rel_diff": diff})
+        out.append({**r, "other": s["measured"], "other_passed": s["passed"], "verdicts_agree": agree,
+                    "max_rel_diff": rel_diff(r["measured"], s["measured"])})
     for s in bmap.values():
         out.append({**s, "other": None, "verdicts_agree": False, "max_rel_diff": None, "only_in": "B"})
         ok = False
@@ -76,23 +123,32 @@ def main(argv=None) -> int:
     p.add_argument("b")
     p.add_argument("--labels", default="A,B")
     p.add_argument("--json", default=None)
+    p.add_argument("--top", type=int, default=5, help="list the claims with the largest differences")
     args = p.parse_args(argv)
     la, lb = args.labels.split(",")
     a, b = extract(args.a), extract(args.b)
     if not a or not b:
-        print(f"no claim-check table found in {'A' if not a else 'B'} ({args.a if not a else args.b})")
+        print(f"no claim record found in {'A' if not a else 'B'} ({args.a if not a else args.b})")
         return 1
     rows, ok = compare(a, b)
-    print(f"| claim | {la} measured | {la} | {lb} measured | {lb} | rel. diff | verdicts agree |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"| chapter | claim | {la} measured | {la} | {lb} measured | {lb} | rel. diff | verdicts agree |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         d = "" if r["max_rel_diff"] is None else f"{r['max_rel_diff']:.1e}"
-        print(f"| {r['claim']} | {r['measured']} | {'holds' if r['passed'] else 'fails'} | {r['other']} | "
-              f"{'holds' if r.get('other_passed') else ('—' if r['other'] is None else 'fails')} | {d} | "
-              f"{'yes' if r['verdicts_agree'] else 'NO'} |")
-    print(f"\nall verdicts agree: {ok}")
+        other = "—" if r["other"] is None else ("holds" if r.get("other_passed") else "fails")
+        print(f"| {r['chapter']} | {r['claim']} | {r['measured']} | {'holds' if r['passed'] else 'fails'} | "
+              f"{r['other'] if r['other'] is not None else '—'} | {other} | {d} | {'yes' if r['verdicts_agree'] else 'NO'} |")
+    diffs = sorted((r for r in rows if r["max_rel_diff"] is not None), key=lambda r: -r["max_rel_diff"])
+    not_comparable = sum(1 for r in rows if r["other"] is not None and r["max_rel_diff"] is None)
+    print(f"\n{len(rows)} claims; all verdicts agree: {ok}; largest relative difference of the measured numbers: "
+          + (f"{diffs[0]['max_rel_diff']:.2e} ({diffs[0]['chapter']}: {diffs[0]['claim']})" if diffs else "—")
+          + (f"; {not_comparable} claims whose measured text has different numbers of numbers" if not_comparable else ""))
+    for r in diffs[1:args.top]:
+        print(f"  {r['max_rel_diff']:.2e}  {r['chapter']}: {r['claim']}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "all_verdicts_agree": ok}, indent=1))
+        Path(args.json).write_text(json.dumps({"rows": rows, "all_verdicts_agree": ok,
+                                               "max_rel_diff": diffs[0]["max_rel_diff"] if diffs else None},
+                                              indent=1, ensure_ascii=False))
     return 0 if ok else 1
 
 

@@ -1,4 +1,4 @@
-"""The website in a real browser: every page of _toc.yml loaded in headless Chromium (tools/browser_check.py).
+"""The website in a real browser: every page of _toc.yml loaded in headless Chromium by Playwright (tools/browser_check.py).
 
 Which site (see the ``site`` fixture), first that applies:
 
@@ -14,7 +14,9 @@ Which site (see the ``site`` fixture), first that applies:
 Checked on every page: maths typeset by the site's own MathJax (offline), images load, figures opaque, no
 failed or external request, no JS error, no traceback, no dead widget, theorem boxes, Colab/Binder and
 .ipynb/.md download buttons. Screenshots (light and dark theme, full page) go to ``artifacts/screenshots/``
-(gitignored; the CI artifact). Skipped, with the reason, when no Chromium binary is installed.
+(gitignored; the CI artifact). Skipped, with the reason, when no Chromium binary or no Playwright is installed.
+The checks run through the tool's own ``check_site`` (shared with its command line), one browser for all pages,
+so pytest-playwright's per-test ``page`` fixture is not used.
 """
 from __future__ import annotations
 
@@ -31,8 +33,7 @@ import browser_check as bc  # noqa: E402
 SHOTS = ROOT / "artifacts" / "screenshots"
 PAGES = bc.toc_pages(ROOT)
 
-pytestmark = pytest.mark.skipif(bc.find_chromium() is None,
-                                reason="no Chromium found (apt-get install chromium): browser check skipped")
+pytestmark = pytest.mark.skipif(bc.missing() is not None, reason=f"{bc.missing()}: browser check skipped")
 
 
 def _nbval_executed_notebooks(session) -> dict[str, object]:

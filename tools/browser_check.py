@@ -1,8 +1,8 @@
 """Open the built website in headless Chromium and check what a reader sees: ``python tools/browser_check.py [HTML_DIR]``.
 
 For the landing page and every chapter in ``_toc.yml`` it serves ``HTML_DIR`` (default ``_build/html``) on
-127.0.0.1, loads the page in Debian's ``chromium`` (driven over the DevTools protocol on a pipe,
-``--remote-debugging-pipe``: standard library only, no websocket package, no browser download) and checks
+127.0.0.1, loads the page in Debian's ``chromium`` (driven by Playwright for Python through
+``executable_path``: no browser download) and checks
 
 * maths typeset by the site's own MathJax: ``mjx-container`` elements present where the page has maths, no math
   element left untypeset, no raw ``\\(``, ``\\[`` or ``$$`` in the text, no MathJax error (``mjx-merror``);
@@ -17,135 +17,60 @@ For the landing page and every chapter in ``_toc.yml`` it serves ``HTML_DIR`` (d
 and saves a full-page JPEG screenshot per page in light and in dark theme to ``--out`` (default
 ``artifacts/screenshots``). Exit status 1 when any page has a problem. ``tests/test_browser.py`` runs the same
 checks on the site the test suite builds.
+
+Set-up: ``pip install playwright`` (in ``requirements.txt``) and ``apt-get install chromium``; ``$CHROMIUM``
+names another binary. ``playwright install`` is not needed: the tool never uses Playwright's own browser builds.
 """
 from __future__ import annotations
 
 import argparse
-import base64
-import fcntl
 import functools
 import http.server
+import importlib.util
 import json
 import os
-import queue
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+DEBIAN_CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-default-apps", "--disable-extensions", "--mute-audio", "--hide-scrollbars",
-    "--remote-debugging-pipe",
-]
+CHROMIUM_ARGS = ["--disable-gpu", "--disable-quic", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--disable-default-apps", "--disable-extensions", "--mute-audio", "--hide-scrollbars"]
 WIDTH, HEIGHT, MAX_SHOT_HEIGHT = 1280, 900, 16000
 PRF_RE = re.compile(r"^\s*(?:```+|:::+)\{prf:(\w+)\}", re.M)
 
 
 def find_chromium() -> str | None:
-    """Path of a Chromium binary (``$CHROMIUM`` first), or None."""
+    """Path of a Chromium binary: ``$CHROMIUM`` if set, else Debian's ``/usr/bin/chromium``, else one on ``PATH``."""
     if os.environ.get("CHROMIUM"):
         return shutil.which(os.environ["CHROMIUM"])
+    if os.access(DEBIAN_CHROMIUM, os.X_OK):
+        return DEBIAN_CHROMIUM
     return next((p for p in map(shutil.which, CHROMIUM_NAMES) if p), None)
 
 
-# ------------------------------------------------------------------------------------ DevTools over a pipe
-class DevTools:
-    """A minimal Chrome DevTools Protocol client over ``--remote-debugging-pipe`` (fd 3 in, fd 4 out, NUL-framed)."""
+def have_playwright() -> bool:
+    """Whether Playwright for Python is installed (``pip install playwright``)."""
+    try:
+        return importlib.util.find_spec("playwright") is not None
+    except (ImportError, ValueError):
+        return False
 
-    def __init__(self, binary: str, timeout: float = 60.0):
-        self.timeout = timeout
-        self.user_data_dir = tempfile.mkdtemp(prefix="companion-chromium-")
-        to_r, to_w = os.pipe()
-        from_r, from_w = os.pipe()
-        # move the child's ends above fd 10, so that dup2 onto 3 and 4 cannot clobber one of them
-        hi_to_r, hi_from_w = fcntl.fcntl(to_r, fcntl.F_DUPFD, 10), fcntl.fcntl(from_w, fcntl.F_DUPFD, 10)
-        os.close(to_r), os.close(from_w)
 
-        def child_fds():
-            os.dup2(hi_to_r, 3)
-            os.dup2(hi_from_w, 4)
-
-        self.proc = subprocess.Popen(
-            [binary, *CHROMIUM_FLAGS, f"--user-data-dir={self.user_data_dir}", f"--window-size={WIDTH},{HEIGHT}",
-             "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            preexec_fn=child_fds, pass_fds=(3, 4, hi_to_r, hi_from_w))
-        os.close(hi_to_r), os.close(hi_from_w)
-        self._w, self._r = os.fdopen(to_w, "wb", buffering=0), os.fdopen(from_r, "rb", buffering=0)
-        self._next_id, self._lock = 0, threading.Lock()
-        self._replies: dict[int, queue.Queue] = {}
-        self.events: "queue.Queue[dict]" = queue.Queue()
-        self._reader = threading.Thread(target=self._read_loop, daemon=True)
-        self._reader.start()
-        self.call("Target.setDiscoverTargets", discover=False)  # a first round trip: the browser is up
-
-    def _read_loop(self):
-        buf = b""
-        while True:
-            chunk = self._r.read(1 << 16)
-            if not chunk:
-                break
-            buf += chunk
-            while b"\0" in buf:
-                raw, buf = buf.split(b"\0", 1)
-                msg = json.loads(raw)
-                if "id" in msg and msg["id"] in self._replies:
-                    self._replies[msg["id"]].put(msg)
-                else:
-                    self.events.put(msg)
-
-    def call(self, method: str, session: str | None = None, timeout: float | None = None, **params):
-        with self._lock:
-            self._next_id += 1
-            mid = self._next_id
-            self._replies[mid] = queue.Queue()
-            msg = {"id": mid, "method": method, "params": params}
-            if session:
-                msg["sessionId"] = session
-            self._w.write(json.dumps(msg).encode() + b"\0")
-        try:
-            reply = self._replies[mid].get(timeout=timeout or self.timeout)
-        except queue.Empty:
-            raise TimeoutError(f"Chromium did not answer {method} within {timeout or self.timeout} s") from None
-        finally:
-            self._replies.pop(mid, None)
-        if "error" in reply:
-            raise RuntimeError(f"{method}: {reply['error']}")
-        return reply.get("result", {})
-
-    def close(self):
-        try:
-            self.call("Browser.close", timeout=5)
-        except Exception:
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        for f in (self._w, self._r):
-            try:
-                f.close()
-            except OSError:
-                pass
-        shutil.rmtree(self.user_data_dir, ignore_errors=True)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+def missing() -> str | None:
+    """Why the check cannot run here (no Chromium, no Playwright), or None when it can."""
+    if find_chromium() is None:
+        return "no Chromium found (apt-get install chromium)"
+    if not have_playwright():
+        return "Playwright is not installed (pip install playwright)"
+    return None
 
 
 # -------------------------------------------------------------------------------------------- the server
@@ -249,96 +174,61 @@ class PageResult:
     problems: list = field(default_factory=list)
 
 
-def _wait_event(dt: DevTools, method: str, session: str, timeout: float, sink: list) -> dict:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            ev = dt.events.get(timeout=max(0.01, end - time.monotonic()))
-        except queue.Empty:
-            break
-        sink.append(ev)
-        if ev.get("method") == method and ev.get("sessionId") == session:
-            return ev
-    raise TimeoutError(f"no {method} within {timeout} s")
+class LoadedPage:
+    """One page open in its own browser context (a fresh tab), with what the browser reported while loading it."""
 
+    def __init__(self, browser, url: str, origin: str, timeout: float = 60.0):
+        self.failed: list[str] = []
+        self.external: list[str] = []
+        self.exceptions: list[str] = []
+        self.context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT}, device_scale_factor=1,
+                                           color_scheme="light")
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(timeout * 1000)
+        self.page.on("request", lambda r: None if r.url.startswith((origin, "data:", "blob:", "about:"))
+                     else self.external.append(r.url))
+        self.page.on("requestfailed", self._request_failed)
+        self.page.on("response", self._response)
+        self.page.on("pageerror", lambda e: self.exceptions.append((e.stack or str(e))[:300]))
+        self.page.goto(url, wait_until="load", timeout=timeout * 1000)
+        self.set_theme("light")
+        mj_error = self.evaluate("(async () => { if (window.MathJax && MathJax.startup && MathJax.startup.promise) "
+                                 "{ try { await MathJax.startup.promise; } catch (e) { return String(e); } } "
+                                 "return ''; })()")
+        self.page.wait_for_timeout(300)  # late image/font requests
+        if mj_error:
+            self.exceptions.append(f"MathJax failed: {mj_error[:300]}")
 
-def _drain(dt: DevTools, sink: list):
-    while True:
-        try:
-            sink.append(dt.events.get_nowait())
-        except queue.Empty:
-            return
+    def _request_failed(self, request):
+        error = request.failure or "?"
+        if "ERR_ABORTED" not in error:  # a request the page itself cancelled is not a failure
+            self.failed.append(f"{request.url}: {error}")
 
+    def _response(self, response):
+        # the favicon is asked for by the browser, not the page
+        if response.status >= 400 and not response.url.endswith("/favicon.ico"):
+            self.failed.append(f"{response.url}: HTTP {response.status}")
 
-def _evaluate(dt: DevTools, session: str, expr: str, timeout: float = 60.0):
-    res = dt.call("Runtime.evaluate", session, timeout=timeout, expression=expr, awaitPromise=True,
-                  returnByValue=True)
-    if "exceptionDetails" in res:
-        raise RuntimeError(f"page script failed: {res['exceptionDetails'].get('text')} "
-                           f"{res['exceptionDetails'].get('exception', {}).get('description', '')}")
-    return res["result"].get("value")
+    def evaluate(self, expr: str):
+        """The value of a JavaScript expression in the page (a promise is awaited)."""
+        return self.page.evaluate(expr)
 
+    def set_theme(self, mode: str):
+        """pydata-sphinx-theme: an explicit choice wins over the OS preference, which is emulated as well."""
+        self.page.emulate_media(color_scheme=mode)
+        self.evaluate(f"document.documentElement.dataset.theme = '{mode}'; "
+                      f"document.documentElement.dataset.mode = '{mode}'; "
+                      "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))")
 
-def load_page(dt: DevTools, url: str, dark: bool, timeout: float = 60.0) -> tuple[str, str, list]:
-    """Open ``url`` in a fresh tab (light or dark colour scheme), wait for load and MathJax.
+    def screenshot(self, path: Path, height: int):
+        """A JPEG of the top ``height`` pixels (at most ``MAX_SHOT_HEIGHT``): the viewport is made that tall.
+        JPEG: a tall page encodes about three times faster than as PNG."""
+        self.page.set_viewport_size({"width": WIDTH, "height": max(HEIGHT, min(height, MAX_SHOT_HEIGHT))})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(path), type="jpeg", quality=85, timeout=120_000)
 
-    Returns (target id, session id, the DevTools events seen so far)."""
-    target = dt.call("Target.createTarget", url="about:blank")["targetId"]
-    session = dt.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-    for domain in ("Page", "Runtime", "Network"):
-        dt.call(f"{domain}.enable", session)
-    dt.call("Emulation.setDeviceMetricsOverride", session, width=WIDTH, height=HEIGHT, deviceScaleFactor=1, mobile=False)
-    dt.call("Emulation.setEmulatedMedia", session,
-            features=[{"name": "prefers-color-scheme", "value": "dark" if dark else "light"}])
-    events: list = []
-    _drain(dt, [])
-    dt.call("Page.navigate", session, url=url)
-    _wait_event(dt, "Page.loadEventFired", session, timeout, events)
-    mode = "dark" if dark else "light"  # pydata-sphinx-theme: an explicit choice wins over the OS preference
-    _evaluate(dt, session, f"document.documentElement.dataset.theme = '{mode}'; "
-                           f"document.documentElement.dataset.mode = '{mode}'; true")
-    mj_error = _evaluate(dt, session, "(async () => { if (window.MathJax && MathJax.startup && MathJax.startup.promise) "
-                                      "{ try { await MathJax.startup.promise; } catch (e) { return String(e); } } "
-                                      "return ''; })()", timeout)
-    time.sleep(0.3)  # late image/font requests
-    _drain(dt, events)
-    if mj_error:
-        events.append({"method": "companion.mathjaxError", "sessionId": session, "params": {"error": mj_error}})
-    return target, session, events
-
-
-def screenshot(dt: DevTools, session: str, path: Path, height: int):
-    h = max(HEIGHT, min(height, MAX_SHOT_HEIGHT))
-    dt.call("Emulation.setDeviceMetricsOverride", session, width=WIDTH, height=h, deviceScaleFactor=1, mobile=False)
-    # JPEG: a tall page encodes about three times faster than as PNG (seconds per page on a loaded 2-core machine)
-    data = dt.call("Page.captureScreenshot", session, timeout=120, format="jpeg", quality=85,
-                   captureBeyondViewport=False)["data"]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(base64.b64decode(data))
-
-
-def _network_problems(events: list, session: str, origin: str):
-    failed, external, exceptions, urls = [], [], [], {}
-    for ev in events:
-        if ev.get("sessionId") != session:
-            continue
-        m, p = ev.get("method"), ev.get("params", {})
-        if m == "Network.requestWillBeSent":
-            u = p["request"]["url"]
-            urls[p["requestId"]] = u
-            if not u.startswith((origin, "data:", "blob:", "about:")):
-                external.append(u)
-        elif m == "Network.loadingFailed" and not p.get("canceled"):
-            failed.append(f"{urls.get(p['requestId'], '?')}: {p.get('errorText')}")
-        elif m == "Network.responseReceived" and p["response"]["status"] >= 400 \
-                and not p["response"]["url"].endswith("/favicon.ico"):  # asked for by the browser, not the page
-            failed.append(f"{p['response']['url']}: HTTP {p['response']['status']}")
-        elif m == "companion.mathjaxError":
-            exceptions.append(f"MathJax failed: {p['error'][:300]}")
-        elif m == "Runtime.exceptionThrown":
-            d = p["exceptionDetails"]
-            exceptions.append(d.get("exception", {}).get("description", d.get("text", "?"))[:300])
-    return failed, external, exceptions
+    def close(self):
+        self.context.close()
 
 
 # ------------------------------------------------------------------------------------------- the checks
@@ -458,45 +348,51 @@ def check_site(html_dir: Path, out_dir: Path | None, pages: list[str] | None = N
     binary = binary or find_chromium()
     if binary is None:
         raise FileNotFoundError("no chromium binary found (apt-get install chromium)")
+    if not have_playwright():
+        raise ImportError("Playwright for Python is not installed (pip install playwright)")
+    from playwright.sync_api import sync_playwright
+
     pages = pages or toc_pages(root)
     results = []
-    with Server(html_dir) as srv, DevTools(binary) as dt:
-        for name in pages:
-            res = PageResult(name, srv.url + f"{name}.html")
-            if not (html_dir / f"{name}.html").exists():
-                res.problems.append(f"{name}.html was not built")
+    with Server(html_dir) as srv, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=binary, headless=True, args=CHROMIUM_ARGS)
+        try:
+            for name in pages:
+                res = PageResult(name, srv.url + f"{name}.html")
+                if not (html_dir / f"{name}.html").exists():
+                    res.problems.append(f"{name}.html was not built")
+                    results.append(res)
+                    continue
+                page = LoadedPage(browser, res.url, srv.url)
+                try:
+                    res.report = page.evaluate(PAGE_REPORT_JS)
+                    if out_dir is not None:
+                        shot = Path(out_dir) / f"{name.replace('/', '__')}.jpg"
+                        page.screenshot(shot, res.report["height"])
+                        res.screenshots.append(shot)
+                    if dark and out_dir is not None:  # the same page switched to the dark theme (no second load)
+                        page.set_theme("dark")
+                        shot = Path(out_dir) / f"{name.replace('/', '__')}.dark.jpg"
+                        page.screenshot(shot, page.evaluate("document.documentElement.scrollHeight"))
+                        res.screenshots.append(shot)
+                        res.report["dark_theme"] = page.evaluate("document.documentElement.dataset.theme")
+                    res.requests_failed, res.requests_external = list(page.failed), list(page.external)
+                    res.exceptions = list(page.exceptions)
+                finally:
+                    page.close()
                 results.append(res)
-                continue
-            target, session, events = load_page(dt, res.url, dark=False)
-            res.report = _evaluate(dt, session, PAGE_REPORT_JS)
-            _drain(dt, events)
-            res.requests_failed, res.requests_external, res.exceptions = _network_problems(events, session, srv.url)
-            if out_dir is not None:
-                shot = Path(out_dir) / f"{name.replace('/', '__')}.jpg"
-                screenshot(dt, session, shot, res.report["height"])
-                res.screenshots.append(shot)
-            if dark and out_dir is not None:  # the same page switched to the dark theme (no second load)
-                dt.call("Emulation.setEmulatedMedia", session, features=[{"name": "prefers-color-scheme", "value": "dark"}])
-                _evaluate(dt, session, "document.documentElement.dataset.theme = 'dark'; "
-                                       "document.documentElement.dataset.mode = 'dark'; "
-                                       "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-                h = _evaluate(dt, session, "document.documentElement.scrollHeight")
-                shot = Path(out_dir) / f"{name.replace('/', '__')}.dark.jpg"
-                screenshot(dt, session, shot, h)
-                res.screenshots.append(shot)
-                res.report["dark_theme"] = _evaluate(dt, session, "document.documentElement.dataset.theme")
-            dt.call("Target.closeTarget", targetId=target)
-            results.append(res)
-        if executed is None:
-            executed = any(r.report.get("outputs", 0) for r in results if is_chapter(r.name, root))
-        for res in results:
-            if res.report:
-                res.problems += page_problems(res.name, res, html_dir, executed, root)
-            r = res.report
-            log(f"{'ok  ' if not res.problems else 'FAIL'} {res.name}: "
-                + (f"{r.get('mjx', 0)} formulas, {len(r.get('images', []))} images, {r.get('outputs', 0)} outputs, "
-                   f"{len(r.get('proofs', []))} theorem boxes" if r else "")
-                + "".join(f"\n       - {p}" for p in res.problems))
+        finally:
+            browser.close()
+    if executed is None:
+        executed = any(r.report.get("outputs", 0) for r in results if is_chapter(r.name, root))
+    for res in results:
+        if res.report:
+            res.problems += page_problems(res.name, res, html_dir, executed, root)
+        r = res.report
+        log(f"{'ok  ' if not res.problems else 'FAIL'} {res.name}: "
+            + (f"{r.get('mjx', 0)} formulas, {len(r.get('images', []))} images, {r.get('outputs', 0)} outputs, "
+               f"{len(r.get('proofs', []))} theorem boxes" if r else "")
+            + "".join(f"\n       - {p}" for p in res.problems))
     return results
 
 

@@ -4,7 +4,8 @@ import math
 import pytest
 import torch
 
-from companion import device, gd, relunet as rn
+from companion import device, gd
+from companion import relunet as rn
 
 
 def _gen(seed=0):
@@ -29,7 +30,7 @@ def test_explicit_gradient_matches_autograd(shared, r, scale):
 
 def test_closure_fixed_v_and_engine_agree_with_reference():
     g = _gen(2)
-    E, k, d, n = 3, 2, 5, 30
+    E, d, n = 3, 5, 30
     a = rn.unit_target(d, device="cpu")
     X, Y = rn.gaussian_data(n, d, a, generator=g, device="cpu")
     W, v = rn.theorem2_init(d, E, 0.5, generator=g, device="cpu")
@@ -161,3 +162,29 @@ def test_growth_sign():
     assert (s_emp == s).float().mean().item() > 0.97
     with pytest.raises(ValueError):
         rn.growth_sign(W, v[:, :, None], a)
+
+
+@pytest.mark.parametrize("stand_in", ["meta", "float32"])
+def test_mixed_devices_and_dtypes_raise_clear_errors(stand_in):
+    """Every public function taking several tensors names the two that disagree (a meta tensor stands in for a
+    second device, float32 for a second dtype)."""
+    d, E, k = 4, 2, 2
+    a = rn.unit_target(d, device="cpu", dtype=torch.float64)
+    W, v = rn.theorem2_init(d, E, 0.1, generator=device.generator(0), device="cpu", dtype=torch.float64)
+    X, Y = rn.gaussian_data(8, d, a, generator=device.generator(1), device="cpu", dtype=torch.float64)
+
+    def other(t):
+        return t.to("meta") if stand_in == "meta" else t.float()
+
+    match = "is on meta" if stand_in == "meta" else "has dtype torch.float32"
+    calls = [lambda: rn.loss(W, v, other(X), Y), lambda: rn.loss_and_grad(W, other(v), X, Y),
+             lambda: rn.predict(W, v, other(X)), lambda: rn.loss_and_grad_autograd(W, v, X, other(Y)),
+             lambda: rn.make_loss_and_grad(X, other(Y)), lambda: rn.make_loss_and_grad(X, Y, fixed_v=other(v)),
+             lambda: rn.angles(W, other(a)), lambda: rn.angles_to_target(W, v, other(a)),
+             lambda: rn.imbalance(W, other(v)), lambda: rn.planted_error(other(W), v, a),
+             lambda: rn.grouped_sums(W, other(v)), lambda: rn.make_observers(a, fixed_v=other(v[0])),
+             lambda: rn.growth_sign(W, v, a, other(X)), lambda: rn.pairing_error(W, other(v))]
+    for call in calls:
+        with pytest.raises(ValueError, match=match):
+            call()
+    assert k == W.shape[1]

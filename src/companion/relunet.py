@@ -22,7 +22,7 @@ The gradients are explicit (ReLU mask reused in the backward pass, two GEMMs per
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -138,11 +138,13 @@ def theorem2_init(d: int, ensemble: int, sigma: float, *, signs: Sequence[float]
 
 # ------------------------------------------------------------------------------------- loss, gradient
 def _check(W: Tensor, V: Tensor, X: Tensor, Y: Tensor | None = None) -> None:
+    validation.same_device(W=W, v=V, X=X, **({} if Y is None else {"Y": Y}))
     validation.tensor("W", W, ndim=3, finite=False)
     validation.tensor("v", V, ndim=(2, 3), finite=False)
     E, k, d = W.shape
     if V.shape[:2] != (E, k):
-        raise ValueError(f"output weights have shape {tuple(V.shape)}, expected ({E}, {k}) or ({E}, {k}, r) for W {tuple(W.shape)}")
+        raise ValueError(f"output weights have shape {tuple(V.shape)}, expected ({E}, {k}) or ({E}, {k}, r) "
+                         f"for W {tuple(W.shape)}")
     validation.tensor("X", X, ndim=(2, 3))
     if X.shape[-1] != d:
         raise ValueError(f"X has {X.shape[-1]} features but W expects d = {d}")
@@ -157,7 +159,6 @@ def _check(W: Tensor, V: Tensor, X: Tensor, Y: Tensor | None = None) -> None:
         if got != want or per_member_y != (X.ndim == 3) or (per_member_y and Y.shape[0] != E):
             raise ValueError(f"Y has shape {tuple(Y.shape)}; expected {want} (shared data) or ({E}, *{want}) "
                              f"with per-member X, for X {tuple(X.shape)} and output weights {tuple(V.shape)}")
-    validation.same_device(W=W, v=V, X=X)
 
 
 def _forward(W: Tensor, V: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
@@ -200,7 +201,7 @@ def loss(W: Tensor, V: Tensor, X: Tensor, Y: Tensor) -> Tensor:
 
 def loss_and_grad(W: Tensor, V: Tensor, X: Tensor, Y: Tensor, *, train_v: bool = True,
                   need_grad: bool = True) -> tuple[Tensor, Tensor | None, Tensor | None]:
-    """Empirical loss and its explicit gradients (paper B, eq. (1); Chapters 8-11). No input checks
+    """Empirical loss and its explicit gradients (paper B, eq. (1); Chapters 8-11). No shape or value checks
     (this is the hot path; :func:`make_loss_and_grad` validates once).
 
     With ``R_i = Vᵀ ReLU(W x_i) − y_i`` and the mask ``D_i = diag(1{W x_i > 0})``::
@@ -210,8 +211,10 @@ def loss_and_grad(W: Tensor, V: Tensor, X: Tensor, Y: Tensor, *, train_v: bool =
     For one output, ``ReLU(z) = z·1{z > 0}`` gives both from one GEMM: with
     ``M_j = (1/n) Σ_i 1{w_jᵀx_i > 0} R_i x_i``, ``∇_{w_j} L = v_j M_j`` and ``∂L/∂v_j = ⟨w_j, M_j⟩``.
     Returns ``(loss (E,), grad_W (E, k, d), grad_V (E, k[, r]))``; ``grad_V`` is ``None`` when
-    ``train_v=False``; both grads are ``None`` when ``need_grad=False``.
+    ``train_v=False``; both grads are ``None`` when ``need_grad=False``. Only the devices and dtypes are checked
+    (a few attribute comparisons).
     """
+    validation.same_device(W=W, v=V, X=X, Y=Y)
     E, k, d = W.shape
     shared = X.ndim == 2
     n = X.shape[-2]
@@ -266,6 +269,7 @@ def make_loss_and_grad(X: Tensor, Y: Tensor, *, fixed_v: Tensor | None = None) -
     the closure returns ``(loss, [grad_W])``. The data are validated once here; shapes are checked against
     the parameters at the first call.
     """
+    validation.same_device(X=X, Y=Y, **({} if fixed_v is None else {"fixed_v": fixed_v}))
     validation.tensor("X", X, ndim=(2, 3))
     validation.tensor("Y", Y, ndim=(1, 2, 3))
     if fixed_v is not None:
@@ -319,12 +323,14 @@ def _unit(a: Tensor) -> Tensor:
 
 def angles(W: Tensor, a: Tensor) -> Tensor:
     """Angle in ``[0, π]`` between each ``w_i`` and ``a`` (Chapter 8), ``(E, k)``; ``π/2`` at ``w_i = 0``."""
+    validation.same_device(W=W, a=a)
     cos = (W @ _unit(a)) / W.norm(dim=-1).clamp_min(torch.finfo(W.dtype).tiny)
     return torch.arccos(cos.clamp(-1.0, 1.0))
 
 
 def angles_to_target(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
     """Angle θ_i between ``w_i`` and ``sign(v_i) a`` (its planted direction ±a; Lemma 4, Chapter 8), ``(E, k)``."""
+    validation.same_device(W=W, v=v, a=a)
     th = angles(W, a)
     return torch.where(v >= 0, th, math.pi - th)
 
@@ -336,6 +342,7 @@ def neuron_norms(W: Tensor) -> Tensor:
 
 def imbalance(W: Tensor, v: Tensor) -> Tensor:
     """Lemma 3's imbalance ``b_i = ‖w_i‖² − v_i²`` (``‖v_i‖²`` for vector outputs), ``(E, k)`` (Chapter 8)."""
+    validation.same_device(W=W, v=v)
     vv = v * v if v.ndim == 2 else (v * v).sum(-1)
     return (W * W).sum(-1) - vv
 
@@ -346,12 +353,14 @@ def planted_error(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
     For k = 2 and signs ``[+, −]`` this is the paper's ``‖diag([v1, v2]) W − [a, −a]ᵀ‖``. Equivalently
     ``‖diag(v) W − 1 aᵀ‖_F``: every neuron's contribution ``v_i w_i`` should equal ``a``.
     """
+    validation.same_device(W=W, v=v, a=a)
     return (v.unsqueeze(-1) * W - a).flatten(1).norm(dim=1)
 
 
 def grouped_sums(W: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
     """Sums of ``|v_i| w_i`` over the neurons with ``v_i > 0`` and with ``v_i < 0`` (Section 4, Figure 2;
     Chapter 11): ``(E, d)`` each; they should recover ``+a`` and ``−a``."""
+    validation.same_device(W=W, v=v)
     vw = v.abs().unsqueeze(-1) * W
     pos = (vw * (v > 0).unsqueeze(-1)).sum(1)
     neg = (vw * (v < 0).unsqueeze(-1)).sum(1)
@@ -364,6 +373,8 @@ def make_observers(a: Tensor, *, fixed_v: Tensor | None = None) -> dict[str, Cal
 
     Params are ``[W, v]``, or ``[W]`` with ``fixed_v``.
     """
+    if fixed_v is not None:
+        validation.same_device(a=a, fixed_v=fixed_v)
     validation.tensor("a", a, ndim=1)
 
     def vof(params):
@@ -390,6 +401,7 @@ def pairing_error(W: Tensor, V: Tensor) -> tuple[Tensor, Tensor]:
     """
     import networkx as nx
 
+    validation.same_device(W=W, V=V)
     validation.tensor("W", W, ndim=3)
     validation.tensor("V", V, ndim=(2, 3))
     E, k, _ = W.shape
@@ -423,6 +435,7 @@ def growth_sign(W: Tensor, v: Tensor, a: Tensor, X: Tensor | None = None) -> Ten
     (possible whenever ``‖w_i‖ > |v_i|``, e.g. Xavier initialisation). ``W (E, k, d)``, ``v (E, k)``,
     ``a (d,)`` → ``(E, k)`` of ±1.
     """
+    validation.same_device(W=W, v=v, a=a, **({} if X is None else {"X": X}))
     validation.tensor("W", W, ndim=3)
     validation.tensor("v", v, ndim=2)
     validation.tensor("a", a, ndim=1)

@@ -273,3 +273,176 @@ def test_gradient_norm_bound_eq14(gen, act):
         assert (lhs <= rhs[:, None]).all()
         want = [math.sqrt(4) * L * sum(a ** k for k in range(L)) for a in deepnet.norm(params).tolist()]
         torch.testing.assert_close(rhs, torch.tensor(want, dtype=torch.float64), rtol=1e-12, atol=0)
+
+
+# ------------------------------------------------ Lemma 4.1, eq. (14) and Appendix A (plain-Python references)
+def ref_a1(a, ell, dmax):
+    return dmax ** 0.5 * sum(a ** i for i in range(1, ell + 1))          # i = 1 .. ell
+
+
+def ref_a2(a, b, r, ell, dmax):
+    s = 0.0
+    for k in range(0, ell):                   # k = 0 .. ell-1
+        for j in range(0, ell - k):           # j = 0 .. ell-k-1
+            s += a ** j * b ** k
+    return dmax ** 0.5 * r * s
+
+
+def ref_a3(a, ell, dmax):
+    return dmax ** 0.5 * sum(a ** k for k in range(0, ell + 1))         # k = 0 .. ell
+
+
+def ref_a5(a, ell, L):
+    return a ** (L - ell)
+
+
+def ref_a6(a, b, r, ell, L, dmax):
+    """Lemma A.6 as printed: the case ell = L, and for ell < L the bracket with its two sums."""
+    if ell == L:
+        return ref_a2(a, b, r, L, dmax)
+    first = 0.0
+    for k in range(ell, L + 1):                               # k = ell .. L
+        for i in range(k - ell, 2 * k - 1 - ell + 1):         # i = k-ell .. 2k-1-ell
+            for j in range(L - k, L - i + k - ell - 1 + 1):   # j = L-k .. L-i+k-ell-1
+                first += b ** i * a ** j
+    second = sum(b ** k * a ** (L - k - ell - 1) for k in range(0, L - ell))   # k = 0 .. L-ell-1
+    return dmax ** 0.5 * r * (first + second)
+
+
+def ref_a6_unrolled(a, b, r, ell, L, dmax):
+    """The proof's recursion before reindexing: sum_k b^(k-ell) D_k a^(L-k) + sum_k b^(k-ell) a^(L-k-1) r, with
+    D_k = Lemma A.2's bound (and the second sum multiplied by dmax^(1/2) >= 1, as the statement does)."""
+    s = sum(b ** (k - ell) * ref_a2(a, b, r, k, dmax) * a ** (L - k) for k in range(ell, L + 1))
+    return s + dmax ** 0.5 * r * sum(b ** (k - ell) * a ** (L - k - 1) for k in range(ell, L))
+
+
+def ref_eq14(a, L, dmax):
+    return dmax ** 0.5 * L * sum(a ** k for k in range(0, L))
+
+
+A_CASES = [(a, b, r) for a in (0.0, 0.1, 1.0, 3.7, 20.0) for b in (0.0, 0.5, 1.0, 20.0) for r in (1e-3, 1.0, 10.0)]
+
+
+@pytest.mark.parametrize("L", [2, 3, 4, 5])
+@pytest.mark.parametrize("dmax", [1, 6])
+def test_appendix_a_rhs_match_independent_implementation(L, dmax):
+    a, b, r = (torch.tensor(v, dtype=torch.float64) for v in zip(*A_CASES))
+    for e, (ae, be, re) in enumerate(A_CASES):
+        assert bounds.gradient_norm_bound(a, L, dmax)[e].item() == pytest.approx(ref_eq14(ae, L, dmax), rel=1e-12)
+    for ell in range(0, L + 1):
+        a3 = bounds.lemma_a3_rhs(a, ell, dmax)
+        a4 = bounds.lemma_a4_rhs(a, b, r, ell, dmax)
+        for e, (ae, be, re) in enumerate(A_CASES):
+            assert a3[e].item() == pytest.approx(ref_a3(ae, ell, dmax), rel=1e-12)
+            assert a4[e].item() == (0.0 if ell == 0 else pytest.approx(ref_a2(ae, be, re, ell, dmax), rel=1e-12))
+        if ell == 0:
+            continue
+        got = {"A.1": bounds.lemma_a1_rhs(a, ell, dmax), "A.2": bounds.lemma_a2_rhs(a, b, r, ell, dmax),
+               "A.5": bounds.lemma_a5_rhs(a, ell, L), "A.6": bounds.lemma_a6_rhs(a, b, r, ell, L, dmax)}
+        for e, (ae, be, re) in enumerate(A_CASES):
+            want = {"A.1": ref_a1(ae, ell, dmax), "A.2": ref_a2(ae, be, re, ell, dmax), "A.5": ref_a5(ae, ell, L),
+                    "A.6": ref_a6(ae, be, re, ell, L, dmax)}
+            for k in want:
+                assert got[k][e].item() == pytest.approx(want[k], rel=1e-12), (k, ell, A_CASES[e])
+
+
+@pytest.mark.parametrize("L", [2, 3, 4, 5])
+def test_lemma_a6_reindexing_equals_the_unrolled_recursion(L):
+    """The printed triple sum of Lemma A.6 is the proof's unrolled recursion with Lemma A.2 inserted."""
+    for ell in range(1, L + 1):
+        for a, b in ((0.3, 7.0), (2.0, 0.1), (1.0, 1.0)):
+            assert ref_a6(a, b, 0.7, ell, L, 4) == pytest.approx(ref_a6_unrolled(a, b, 0.7, ell, L, 4), rel=1e-12)
+    assert sorted(bounds.lemma_a6_exponents(L, L)) == sorted((j, k) for k in range(L) for j in range(L - k))
+
+
+def test_lemma_4_1_rhs_matches_independent_implementation(gen):
+    E, n = 3, 5
+    q = [torch.rand(E, n, generator=gen, dtype=torch.float64) * 3 for _ in range(4)]
+    got = bounds.lemma_4_1_rhs(*q)
+    for e in range(E):
+        want = sum(2 / n * q[0][e, i].item() * q[1][e, i].item() + 2 / n * q[2][e, i].item() * q[3][e, i].item()
+                   for i in range(n))
+        assert got[e].item() == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("act", SMOOTH)
+@pytest.mark.parametrize("L", [2, 3, 4])
+def test_proof_steps_hold_on_random_pairs(gen, act, L):
+    widths = [3] + [4] * (L - 1) + [1]
+    p1, p2 = bounds.random_pairs(widths, 64, generator=gen)
+    X = deepnet.ball_data(6, 3, generator=gen)
+    y = 2 * torch.rand(6, generator=gen, dtype=torch.float64).to(X) - 1
+    comps = bounds.appendix_a(p1, p2, X, act)
+    assert comps["A.1"].lhs.shape == (128, 6, L) and comps["A.3"].lhs.shape == (128, 6, L + 1)
+    assert comps["A.2"].lhs.shape == (64, 6, L) and comps["A.6"].rhs.shape == (64, 1, L)
+    for c in (*comps.values(), bounds.lemma_4_1(p1, p2, X, y, act), bounds.equation_14(p1, X, act)):
+        assert torch.isfinite(c.lhs).all() and torch.isfinite(c.rhs).all()
+        assert (c.ratio <= 1 + 1e-12).all()
+
+
+def test_appendix_a_lhs_are_the_network_quantities(gen):
+    """Spot check: A.1's left side is ||w_1 x|| at layer 1; A.5's at layer L is |sigma'(z_L)|; A.4 = |tanh change|."""
+    p1, p2 = bounds.random_pairs([2, 3, 1], 4, generator=gen)
+    X = deepnet.ball_data(3, 2, generator=gen)
+    comps = bounds.appendix_a(p1, p2, X, "tanh")
+    z1 = torch.einsum("eij,nj->eni", p1[0], X)
+    assert torch.allclose(comps["A.1"].lhs[:4, :, 0], z1.norm(dim=-1))
+    zL = deepnet.forward_all(p1, X, "tanh")[0][-1][..., 0]
+    assert torch.allclose(comps["A.5"].lhs[:4, :, -1], (1 - torch.tanh(zL) ** 2).abs())
+    out1, out2 = deepnet.forward(p1, X, "tanh"), deepnet.forward(p2, X, "tanh")
+    assert torch.allclose(comps["A.4"].lhs[..., -1], (out2 - out1).abs())
+
+
+def test_lemma_4_1_is_tight_when_the_residual_vanishes(gen):
+    """With y = F(x; W1) the second term vanishes and the triangle inequality is an equality for n = 1."""
+    p1, p2 = bounds.random_pairs([2, 3, 1], 4, generator=gen)
+    X = deepnet.ball_data(1, 2, generator=gen)
+    y = deepnet.forward(p1, X, "softplus")
+    c = bounds.lemma_4_1(p1, p2, X, y, "softplus")
+    assert torch.allclose(c.ratio, torch.ones_like(c.ratio), rtol=1e-12)
+
+
+def test_proof_probe_finds_near_tight_cases_and_never_exceeds_one(gen):
+    best = bounds.proof_probe([1, 1, 1], "linear", starts=2, steps=30, generator=gen)
+    assert set(best) == set(bounds.PROOF_STEPS)
+    for k, v in best.items():
+        assert v.shape == (2,) and (v <= 1 + 1e-12).all(), k
+    assert best["A.5"].max() >= 1 - 1e-12          # delta_L = sigma'(z_L) = 1 for the linear activation
+    assert best["A.1"].max() > 0.5
+
+
+def test_zero_over_zero_counts_as_holding():
+    c = bounds.Comparison(torch.tensor([0.0, 1.0], dtype=torch.float64), torch.tensor([0.0, 2.0], dtype=torch.float64))
+    assert c.ratio.tolist() == [0.0, 0.5]
+
+
+# -------------------------------------------------------------------------------- device and dtype checks
+def test_mixed_devices_and_dtypes_raise_clear_errors(gen):
+    p1, p2 = bounds.random_pairs([3, 4, 1], 2, generator=gen, device="cpu")
+    X = deepnet.ball_data(5, 3, generator=gen, device="cpu")
+    y = torch.zeros(5, dtype=torch.float64)
+    X_meta = torch.empty(5, 3, dtype=torch.float64, device="meta")
+    p_meta = [torch.empty(w.shape, dtype=w.dtype, device="meta") for w in p2]
+    for call in (lambda: bounds.lemma_4_3(p1, p2, X_meta, "tanh"), lambda: bounds.lemma_4_5(p1, p_meta, X, y, "tanh"),
+                 lambda: bounds.lemma_4_1(p1, p2, X, y.to("meta"), "tanh"), lambda: bounds.appendix_a(p1, p2, X_meta, "tanh"),
+                 lambda: bounds.equation_14(p1, X_meta, "tanh")):
+        with pytest.raises(ValueError, match="is on meta but .* is on cpu|is on cpu but .* is on meta"):
+            call()
+    with pytest.raises(ValueError, match="dtype torch.float32"):
+        bounds.lemma_4_4(p1, p2, X.float(), "tanh")
+    one = torch.ones(2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="is on meta"):
+        bounds.lemma_4_3_rhs(one, one, one.to("meta"), 2, 3)
+    with pytest.raises(ValueError, match="is on meta"):
+        bounds.lemma_a6_rhs(one, one.to("meta"), one, 1, 2, 3)
+    assert bounds.lemma_4_3_rhs(one, 1.0, 0.5, 2, 1).dtype == torch.float64      # numbers follow the tensors
+
+
+def test_appendix_a_bad_arguments():
+    one = torch.ones(2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="layer index"):
+        bounds.lemma_a1_rhs(one, 0, 3)
+    with pytest.raises(ValueError, match="layer index"):
+        bounds.lemma_a5_rhs(one, 4, 3)
+    with pytest.raises(ValueError, match="one shape"):
+        bounds.lemma_4_1_rhs(torch.ones(2, 3), torch.ones(2, 3), torch.ones(2, 3), torch.ones(2, 4))

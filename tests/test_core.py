@@ -265,3 +265,22 @@ def test_bad_inputs_raise_value_errors(gen, monkeypatch):
     monkeypatch.setenv("COMPANION_SCALE", "huge")
     with pytest.raises(ValueError, match="COMPANION_SCALE"):
         scale.current()
+
+
+def test_deepnet_mixed_devices_and_dtypes_raise_clear_errors(gen):
+    """Parameters, data and targets on two devices (a meta-device stand-in) or in two dtypes: a ValueError naming both."""
+    params = deepnet.init_params([3, 4, 1], 2, generator=gen, device="cpu")
+    X = deepnet.ball_data(5, 3, generator=gen, device="cpu")
+    y = torch.zeros(5, dtype=torch.float64)
+    X_meta, y_meta = X.to("meta"), y.to("meta")
+    for call in (lambda: deepnet.forward(params, X_meta, "tanh"), lambda: deepnet.loss(params, X, y_meta, "tanh"),
+                 lambda: deepnet.loss_and_gradient(params, X_meta, y, "tanh"),
+                 lambda: deepnet.make_loss_and_grad(params, X, y_meta, "tanh"),
+                 lambda: deepnet.output_gradient(params, X_meta, "tanh"),
+                 lambda: deepnet.backward_deltas(params, [z.to("meta") for z in deepnet.forward_all(params, X, "tanh")[0]], "tanh")):
+        with pytest.raises(ValueError, match="is on meta but params is on cpu"):
+            call()
+    with pytest.raises(ValueError, match="X has dtype torch.float32 but params has dtype torch.float64"):
+        deepnet.forward(params, X.float(), "tanh")
+    with pytest.raises(ValueError, match="w_2 is on meta but w_1 is on cpu"):
+        deepnet.forward([params[0], params[1].to("meta")], X, "tanh")

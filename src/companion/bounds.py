@@ -25,6 +25,7 @@ Theorem 4.8's proof tracks recorded through :func:`observers`.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -65,6 +66,40 @@ def _norm(name: str, x) -> Tensor:
     return x
 
 
+def _same_device_norms(**named) -> dict[str, Tensor]:
+    """Norm arguments as tensors on one device: Python numbers follow the first tensor; tensors on two
+    devices raise ``ValueError`` naming both."""
+    tensors = {k: v for k, v in named.items() if isinstance(v, Tensor)}
+    if len(tensors) > 1:
+        first, t0 = next(iter(tensors.items()))
+        for k, t in tensors.items():
+            if t.device != t0.device:
+                raise ValueError(f"{k} is on {t.device} but {first} is on {t0.device}")
+    ref = next(iter(tensors.values()), None)
+    out = {}
+    for k, v in named.items():
+        if not isinstance(v, Tensor):
+            v = torch.as_tensor(v, dtype=torch.float64 if ref is None else ref.dtype,
+                                device=None if ref is None else ref.device)
+        out[k] = _norm(k, v)
+    return out
+
+
+def _check_devices(params1, params2=None, X=None, y=None) -> None:
+    """Parameters, data and targets on one device with one dtype (``ValueError`` naming both otherwise)."""
+    named = {}
+    if isinstance(params1, (list, tuple)) and params1 and isinstance(params1[0], Tensor):
+        named["W1"] = params1[0]
+    if isinstance(params2, (list, tuple)) and params2 and isinstance(params2[0], Tensor):
+        named["W2"] = params2[0]
+    if isinstance(X, Tensor):
+        named["X"] = X
+    if isinstance(y, Tensor):
+        named["y"] = y
+    if len(named) > 1:
+        validation.same_device(**named)
+
+
 def check_assumptions(act, X: Tensor | None = None, c_x: float = 1.0):
     """Raise ``ValueError`` unless paper A's lemmas apply: σ smooth (Assumption 3.1) with constants ≤ 1
     (3.3), and, if data are given, ``‖x_i‖ ≤ c_x √d`` with ``c_x ≤ 1`` (3.2–3.3). Returns the activation.
@@ -96,7 +131,7 @@ def log_double_sum(a, b, degree: int) -> Tensor:
 
     The polynomial of Lemma 4.3 (``degree = L − 1``) and of Lemmas 4.4/4.5 (``degree = 2L − 2``).
     """
-    a, b = _norm("a", a), _norm("b", b)
+    a, b = _same_device_norms(a=a, b=b).values()
     la, lb = torch.broadcast_tensors(_log(a), _log(b))
     terms = [_logpow(la, j) + _logpow(lb, k) for j in range(degree + 1) for k in range(degree + 1 - j)]
     return torch.logsumexp(torch.stack(terms), dim=0)
@@ -118,7 +153,7 @@ def log_lemma_4_3_rhs(norm_w1, norm_w2, norm_diff, L: int, d_max: int) -> Tensor
     Paper A, Lemma 4.3 (Chapter 2). Inputs ``(E,)`` norms; output ``(E,)``.
     """
     L, d_max = _check_L(L), _check_dmax(d_max)
-    r = _norm("norm_diff", norm_diff)
+    norm_w1, norm_w2, r = _same_device_norms(norm_w1=norm_w1, norm_w2=norm_w2, norm_diff=norm_diff).values()
     return 0.5 * math.log(d_max) + _log(r) + log_double_sum(norm_w1, norm_w2, L - 1)
 
 
@@ -133,7 +168,7 @@ def log_lemma_4_4_rhs(norm_w1, norm_w2, norm_diff, L: int, d_max: int) -> Tensor
     Paper A, Lemma 4.4 (Chapter 2). Inputs ``(E,)`` norms; output ``(E,)``.
     """
     L, d_max = _check_L(L), _check_dmax(d_max)
-    r = _norm("norm_diff", norm_diff)
+    norm_w1, norm_w2, r = _same_device_norms(norm_w1=norm_w1, norm_w2=norm_w2, norm_diff=norm_diff).values()
     return math.log(4 * d_max * L ** 3) + _log(r) + log_double_sum(norm_w1, norm_w2, 2 * L - 2)
 
 
@@ -149,7 +184,8 @@ def log_lemma_4_5_rhs(norm_w1, norm_w2, norm_diff, loss_w1, L: int, d_max: int, 
     Paper A, Lemma 4.5, double polynomial smoothness (Chapter 2). Inputs ``(E,)``; output ``(E,)``.
     """
     L, d_max, c_J = _check_L(L), _check_dmax(d_max), _check_cJ(c_J)
-    r, loss = _norm("norm_diff", norm_diff), _norm("loss_w1", loss_w1)
+    norm_w1, norm_w2, r, loss = _same_device_norms(norm_w1=norm_w1, norm_w2=norm_w2, norm_diff=norm_diff,
+                                                   loss_w1=loss_w1).values()
     return (math.log(8 * c_J * d_max * L ** 3) + _log(r) + torch.log1p(torch.sqrt(loss))
             + log_double_sum(norm_w1, norm_w2, 2 * L - 2))
 
@@ -181,7 +217,7 @@ def log_lemma_4_6_remainder(norm_w1, norm_diff, loss_w1, L: int, d_max: int, c_J
     Paper A, Lemma 4.6, the descent lemma (Chapter 3). Inputs ``(E,)``; output ``(E,)``.
     """
     C = lemma_4_6_C(L, d_max, c_J)
-    loss = _norm("loss_w1", loss_w1)
+    norm_w1, norm_diff, loss = _same_device_norms(norm_w1=norm_w1, norm_diff=norm_diff, loss_w1=loss_w1).values()
     weights = [1.0 / (k + 2) for k in range(2 * L - 1)]
     return (math.log(C) + torch.log1p(torch.sqrt(loss)) + log_power_sum(norm_w1, 2 * L - 2)
             + log_power_sum(norm_diff, 2 * L - 2, offset=2, weights=weights))
@@ -203,6 +239,122 @@ def gradient_norm_bound(norm_w, L: int, d_max: int) -> Tensor:
     """
     L, d_max = _check_L(L), _check_dmax(d_max)
     return torch.exp(0.5 * math.log(d_max) + math.log(L) + log_power_sum(norm_w, L - 1))
+
+
+def _check_ell(ell: int, L: int | None = None, lowest: int = 1) -> int:
+    if isinstance(ell, bool) or not isinstance(ell, int) or ell < lowest or (L is not None and ell > L):
+        top = "L" if L is None else str(L)
+        raise ValueError(f"layer index ell must be an integer in [{lowest}, {top}], got {ell!r}")
+    return ell
+
+
+def log_exponent_sum(a, b, exponents: Sequence[tuple[int, int]]) -> Tensor:
+    """``log Σ_{(j, k)} a^j b^k`` over a list of exponent pairs, repeated pairs counted as often as they occur
+    (elementwise over broadcast ``a``, ``b``). The polynomials of Lemmas A.1–A.6 in their stated index form."""
+    a, b = _same_device_norms(a=a, b=b).values()
+    if len(exponents) == 0:
+        raise ValueError("need at least one exponent pair")
+    la, lb = torch.broadcast_tensors(_log(a), _log(b))
+    counts = Counter((int(j), int(k)) for j, k in exponents)
+    terms = [math.log(c) + _logpow(la, j) + _logpow(lb, k) for (j, k), c in sorted(counts.items())]
+    return torch.logsumexp(torch.stack(terms), dim=0)
+
+
+def lemma_a1_rhs(norm_w, ell: int, d_max: int) -> Tensor:
+    """Lemma A.1: ``‖z_ℓ(W)‖ ≤ d_max^{1/2} Σ_{i=1}^{ℓ} ‖W‖^i`` for one input with ``‖x‖ ≤ √d``; ``(E,)`` → ``(E,)``.
+
+    Paper A, Lemma A.1, the pre-activations (Chapter 2).
+    """
+    _check_ell(ell)
+    d_max = _check_dmax(d_max)
+    return torch.exp(0.5 * math.log(d_max) + log_power_sum(norm_w, ell - 1, offset=1))
+
+
+def lemma_a2_rhs(norm_w1, norm_w2, norm_diff, ell: int, d_max: int) -> Tensor:
+    """Lemma A.2: ``‖z_ℓ(W2) − z_ℓ(W1)‖ ≤ d_max^{1/2} ‖W2−W1‖ Σ_{k=0}^{ℓ−1} Σ_{j=0}^{ℓ−k−1} ‖W1‖^j ‖W2‖^k``,
+    shape ``(E,)``. At ``ℓ = L`` it is Lemma 4.3's polynomial.
+
+    Paper A, Lemma A.2, the change of the pre-activations (Chapter 2).
+    """
+    _check_ell(ell)
+    d_max = _check_dmax(d_max)
+    norm_w1, norm_w2, r = _same_device_norms(norm_w1=norm_w1, norm_w2=norm_w2, norm_diff=norm_diff).values()
+    return torch.exp(0.5 * math.log(d_max) + _log(r) + log_double_sum(norm_w1, norm_w2, ell - 1))
+
+
+def lemma_a3_rhs(norm_w, ell: int, d_max: int) -> Tensor:
+    """Lemma A.3: ``‖h_ℓ(W)‖ ≤ d_max^{1/2} Σ_{k=0}^{ℓ} ‖W‖^k`` (``ℓ ≥ 0``, ``h_0 = x``), shape ``(E,)``.
+
+    Paper A, Lemma A.3, the activations (Chapter 2).
+    """
+    _check_ell(ell, lowest=0)
+    d_max = _check_dmax(d_max)
+    return torch.exp(0.5 * math.log(d_max) + log_power_sum(norm_w, ell))
+
+
+def lemma_a4_rhs(norm_w1, norm_w2, norm_diff, ell: int, d_max: int) -> Tensor:
+    """Lemma A.4: ``‖h_ℓ(W2) − h_ℓ(W1)‖ ≤`` Lemma A.2's right-hand side for ``ℓ ≥ 1`` (σ is ``c_2``-Lipschitz with
+    ``c_2 ≤ 1``) and ``= 0`` for ``ℓ = 0``; shape ``(E,)``.
+
+    Paper A, Lemma A.4, the change of the activations (Chapter 2).
+    """
+    _check_ell(ell, lowest=0)
+    if ell == 0:
+        norm_w1, _, _ = _same_device_norms(norm_w1=norm_w1, norm_w2=norm_w2, norm_diff=norm_diff).values()
+        return torch.zeros_like(norm_w1)
+    return lemma_a2_rhs(norm_w1, norm_w2, norm_diff, ell, d_max)
+
+
+def lemma_a5_rhs(norm_w, ell: int, L: int) -> Tensor:
+    """Lemma A.5: ``‖δ_ℓ(W)‖ ≤ ‖W‖^{L−ℓ}`` for ``ℓ = 1..L``, shape ``(E,)``.
+
+    Paper A, Lemma A.5, the backward vectors of Lemma 4.2 (Chapter 2).
+    """
+    L = _check_L(L)
+    _check_ell(ell, L)
+    (norm_w,) = _same_device_norms(norm_w=norm_w).values()
+    return torch.exp(_logpow(_log(norm_w), L - ell))
+
+
+def lemma_a6_exponents(ell: int, L: int) -> list[tuple[int, int]]:
+    """The exponent pairs ``(j, i)`` of ``‖W1‖^j ‖W2‖^i`` in Lemma A.6's bracket, with repetition.
+
+    ``ℓ = L``: Lemma A.2's ``{j + i ≤ L − 1}``. ``ℓ < L``: ``Σ_{k=ℓ}^{L} Σ_{i=k−ℓ}^{2k−1−ℓ} Σ_{j=L−k}^{L−i+k−ℓ−1}``
+    plus ``Σ_{k=0}^{L−ℓ−1}`` with ``(j, i) = (L−k−ℓ−1, k)``. Paper A, Lemma A.6 (Chapter 2).
+    """
+    L = _check_L(L)
+    _check_ell(ell, L)
+    if ell == L:
+        return [(j, k) for k in range(L) for j in range(L - k)]
+    out = [(j, i) for k in range(ell, L + 1) for i in range(k - ell, 2 * k - ell) for j in range(L - k, L - i + k - ell)]
+    return out + [(L - k - ell - 1, k) for k in range(L - ell)]
+
+
+def lemma_a6_rhs(norm_w1, norm_w2, norm_diff, ell: int, L: int, d_max: int) -> Tensor:
+    """Lemma A.6: ``‖δ_ℓ(W2) − δ_ℓ(W1)‖ ≤ d_max^{1/2} ‖W2−W1‖ [ … ]`` with the bracket of
+    :func:`lemma_a6_exponents` (at ``ℓ = L`` the bound of Lemma A.2 at ``ℓ = L``); shape ``(E,)``.
+
+    Paper A, Lemma A.6, the change of the backward vectors (Chapter 2).
+    """
+    d_max = _check_dmax(d_max)
+    norm_w1, norm_w2, r = _same_device_norms(norm_w1=norm_w1, norm_w2=norm_w2, norm_diff=norm_diff).values()
+    return torch.exp(0.5 * math.log(d_max) + _log(r) + log_exponent_sum(norm_w1, norm_w2, lemma_a6_exponents(ell, L)))
+
+
+def lemma_4_1_rhs(output_change, grad_norm_w2, residual_w1, grad_change, c_J: float = C_J) -> Tensor:
+    """Lemma 4.1's right-hand side for the squared loss,
+    ``(c_J/n) Σ_i |F(x_i;W2) − F(x_i;W1)| ‖∇_W F(x_i;W2)‖ + (2/n) Σ_i |F(x_i;W1) − y_i| ‖∇_W F(x_i;W2) − ∇_W F(x_i;W1)‖``
+    (``|J_i'(u)| = 2|u − y_i|``; the paper writes ``2/n`` for both, ``c_J = 2``). Inputs ``(E, n)``; output ``(E,)``.
+
+    Paper A, Lemma 4.1 (Chapter 2).
+    """
+    c_J = _check_cJ(c_J)
+    t = _same_device_norms(output_change=output_change, grad_norm_w2=grad_norm_w2, residual_w1=residual_w1,
+                           grad_change=grad_change)
+    shapes = {tuple(v.shape) for v in t.values()}
+    if len(shapes) != 1 or t["output_change"].ndim != 2:
+        raise ValueError(f"the four per-sample quantities must share one shape (E, n), got {sorted(shapes)}")
+    return (c_J * t["output_change"] * t["grad_norm_w2"] + 2.0 * t["residual_w1"] * t["grad_change"]).mean(-1)
 
 
 # ---------------------------------------------------------------------------------- Lemma 4.7: the step
@@ -329,8 +481,11 @@ class Comparison:
 
     @property
     def ratio(self) -> Tensor:
+        """``lhs / rhs`` broadcast to ``lhs``'s shape; ``0/0`` (both sides exactly zero) counts as 0: the
+        inequality holds there."""
         rhs = self.rhs.view(*self.rhs.shape, *([1] * (self.lhs.ndim - self.rhs.ndim)))
-        return self.lhs / rhs
+        out = self.lhs / rhs
+        return torch.where((self.lhs == 0) & (rhs == 0), torch.zeros_like(out), out)
 
 
 def _pair(params1, params2):
@@ -348,6 +503,7 @@ def lemma_4_3(params1, params2, X: Tensor, act) -> Comparison:
 
     Paper A, Lemma 4.3 (Chapter 2).
     """
+    _check_devices(params1, params2, X, None)
     check_assumptions(act, X)
     p1, p2, a, b, r, _ = _pair(params1, params2)
     lhs = (deepnet.forward(p2, X, act) - deepnet.forward(p1, X, act)).abs()
@@ -359,6 +515,7 @@ def lemma_4_4(params1, params2, X: Tensor, act) -> Comparison:
 
     Paper A, Lemma 4.4 (Chapter 2). Gradients by Lemma 4.2's recursion (:func:`companion.deepnet.output_gradient`).
     """
+    _check_devices(params1, params2, X, None)
     check_assumptions(act, X)
     p1, p2, a, b, r, _ = _pair(params1, params2)
     g1, g2 = deepnet.output_gradient(p1, X, act), deepnet.output_gradient(p2, X, act)
@@ -371,6 +528,7 @@ def lemma_4_5(params1, params2, X: Tensor, y: Tensor, act) -> Comparison:
 
     Paper A, Lemma 4.5 (Chapter 2).
     """
+    _check_devices(params1, params2, X, y)
     check_assumptions(act, X)
     p1, p2, a, b, r, _ = _pair(params1, params2)
     l1, g1 = deepnet.loss_and_gradient(p1, X, y, act)
@@ -386,12 +544,88 @@ def lemma_4_6(params1, params2, X: Tensor, y: Tensor, act) -> Comparison:
 
     Paper A, Lemma 4.6 (Chapter 3).
     """
+    _check_devices(params1, params2, X, y)
     check_assumptions(act, X)
     p1, p2, a, b, r, diff = _pair(params1, params2)
     l1, g1 = deepnet.loss_and_gradient(p1, X, y, act)
     l2 = deepnet.loss(p2, X, y, act)
     inner = sum((g * d).flatten(1).sum(-1) for g, d in zip(g1, diff))
     return Comparison(l2 - l1 - inner, torch.exp(log_lemma_4_6_remainder(a, r, l1, len(p1), deepnet.d_max(p1))))
+
+
+def _grad_norms(grads: Sequence[Tensor], lead: int) -> Tensor:
+    """``‖(g_1, …, g_L)‖`` over all layers, keeping the first ``lead`` axes."""
+    return torch.sqrt(sum((g ** 2).flatten(lead).sum(-1) for g in grads))
+
+
+def lemma_4_1(params1, params2, X: Tensor, y: Tensor, act) -> Comparison:
+    """Both sides of Lemma 4.1: ``lhs = ‖∇𝓛(W2) − ∇𝓛(W1)‖`` and ``rhs`` = :func:`lemma_4_1_rhs` of the per-sample
+    output changes, gradient norms and residuals, both ``(E,)``. The lemma is the triangle inequality applied to
+    ``∇𝓛 = (1/n) Σ_i J_i'(F_i) ∇_W F_i``, so it holds for every activation and any data; it is checked on the
+    lemmas' domain all the same.
+
+    Paper A, Lemma 4.1 (Chapter 2).
+    """
+    _check_devices(params1, params2, X, y)
+    check_assumptions(act, X)
+    p1, p2, *_ = _pair(params1, params2)
+    f1, f2 = deepnet.forward(p1, X, act), deepnet.forward(p2, X, act)
+    g1, g2 = deepnet.output_gradient(p1, X, act), deepnet.output_gradient(p2, X, act)
+    _, G1 = deepnet.loss_and_gradient(p1, X, y, act)
+    _, G2 = deepnet.loss_and_gradient(p2, X, y, act)
+    lhs = _grad_norms([b - a for a, b in zip(G1, G2)], 1)
+    rhs = lemma_4_1_rhs((f2 - f1).abs(), _grad_norms(g2, 2), (f1 - y).abs(),
+                        _grad_norms([b - a for a, b in zip(g1, g2)], 2))
+    return Comparison(lhs, rhs)
+
+
+def equation_14(params, X: Tensor, act) -> Comparison:
+    """Both sides of eq. (14): ``lhs = ‖∇_W F(x_i; W)‖`` ``(E, n)`` and ``rhs`` = :func:`gradient_norm_bound` ``(E,)``.
+
+    Paper A, eq. (14) in the proof of Lemma 4.5 (Chapter 2).
+    """
+    _check_devices(params, None, X)
+    check_assumptions(act, X)
+    p = deepnet.check_params(params)
+    _check_L(len(p))
+    lhs = _grad_norms(deepnet.output_gradient(p, X, act), 2)
+    return Comparison(lhs, gradient_norm_bound(deepnet.norm(p), len(p), deepnet.d_max(p)))
+
+
+APPENDIX_A = ("A.1", "A.2", "A.3", "A.4", "A.5", "A.6")
+
+
+def appendix_a(params1, params2, X: Tensor, act) -> dict[str, Comparison]:
+    """Both sides of Lemmas A.1–A.6 for every member, input and layer, as ``{"A.1": Comparison, …}``.
+
+    Each ``lhs`` is ``(E', n, K)`` and each ``rhs`` ``(E', 1, K)`` over the layers ``K`` the lemma speaks of:
+    ``ℓ = 1..L`` for A.1, A.2, A.4, A.5, A.6 and ``ℓ = 0..L`` for A.3 (``h_0 = x``; A.4 at ``ℓ = 0`` says
+    ``0 = 0`` and is left out). The one-parameter lemmas A.1, A.3, A.5 are evaluated at ``W1`` and at ``W2``
+    (``E' = 2E``, ``W1`` first); the two-parameter lemmas A.2, A.4, A.6 on the pairs (``E' = E``).
+    Vectors per input: ``z_ℓ, h_ℓ, δ_ℓ ∈ R^{d_ℓ}`` of Lemma 4.2 (:func:`companion.deepnet.forward_all`,
+    :func:`companion.deepnet.backward_deltas`). Raises ``ValueError`` where the lemmas do not apply.
+
+    Paper A, Lemmas A.1–A.6 (Chapter 2).
+    """
+    _check_devices(params1, params2, X)
+    check_assumptions(act, X)
+    p1, p2, a, b, r, _ = _pair(params1, params2)
+    L, dm = len(p1), deepnet.d_max(p1)
+    (z1, h1), (z2, h2) = deepnet.forward_all(p1, X, act), deepnet.forward_all(p2, X, act)
+    d1, d2 = deepnet.backward_deltas(p1, z1, act), deepnet.backward_deltas(p2, z2, act)
+    norm = lambda vs: torch.stack([v.norm(dim=-1) for v in vs], -1)                      # (E, n, K)
+    diff = lambda us, vs: norm([v - u for u, v in zip(us, vs)])
+    both = lambda f, n1, n2: torch.cat([f(n1), f(n2)], 0)                               # (2E, ...)
+    layers = range(1, L + 1)
+    stack = lambda fs: torch.stack(fs, -1).unsqueeze(1)                                 # (E, 1, K)
+    return {
+        "A.1": Comparison(both(norm, z1, z2), both(lambda n: stack([lemma_a1_rhs(n, l, dm) for l in layers]), a, b)),
+        "A.2": Comparison(diff(z1, z2), stack([lemma_a2_rhs(a, b, r, l, dm) for l in layers])),
+        "A.3": Comparison(both(norm, h1, h2), both(lambda n: stack([lemma_a3_rhs(n, l, dm) for l in range(L + 1)]), a, b)),
+        "A.4": Comparison(diff(h1[1:], h2[1:]), stack([lemma_a4_rhs(a, b, r, l, dm) for l in layers])),
+        "A.5": Comparison(both(norm, d1, d2), both(lambda n: stack([lemma_a5_rhs(n, l, L) for l in layers]), a, b)),
+        "A.6": Comparison(diff(d1, d2), stack([lemma_a6_rhs(a, b, r, l, L, dm) for l in layers])),
+    }
 
 
 # ------------------------------------------------------------------------------ sampling and the probe
@@ -431,6 +665,43 @@ def random_pairs(widths: Sequence[int], ensemble: int, norm_range=(0.1, 20.0), d
 LEMMAS = ("4.3", "4.4", "4.5")
 
 
+def _adversarial_search(widths, act, members, steps, n, lr, objective, generator, device, dtype) -> Tensor:
+    """Adam on ``(W1, W2 − W1, x_i inside the ball, y_i)`` maximising ``objective(w1, w2, X, y) -> (members,)``
+    (a log ratio) from ``members`` random starts at once; returns the best ratio seen per start."""
+    check_assumptions(act)
+    validation.positive_int("starts", members)
+    validation.positive_int("steps", steps)
+    validation.positive_int("n", n)
+    p1, p2 = random_pairs(widths, members, (0.3, 5.0), (1e-2, 1.0), generator=generator, device=device, dtype=dtype)
+    dev, dt = p1[0].device, p1[0].dtype
+    d = widths[0]
+    w1 = [w.clone().requires_grad_(True) for w in p1]
+    dirs = [(b - a).clone().requires_grad_(True) for a, b in zip(p1, p2)]
+    log_r = torch.log(deepnet.norm([b - a for a, b in zip(p1, p2)])).clone().requires_grad_(True)
+    v = randn((members, n, d), generator=generator, device=dev, dtype=dt).requires_grad_(True)
+    y = randn((members, n), generator=generator, device=dev, dtype=dt).requires_grad_(True)
+    opt = torch.optim.Adam([*w1, *dirs, log_r, v, y], lr=lr)
+    best = torch.zeros(members, dtype=dt, device=dev)
+    for _ in range(steps):
+        opt.zero_grad()
+        X = math.sqrt(d) * v / torch.sqrt(1 + (v ** 2).sum(-1, keepdim=True))
+        dn = deepnet.norm(dirs).view(-1, 1, 1)
+        w2 = [a + torch.exp(log_r).view(-1, 1, 1) * u / dn for a, u in zip(w1, dirs)]
+        obj = objective(w1, w2, X, y)
+        obj = torch.where(torch.isfinite(obj), obj, torch.full_like(obj, -700.0))
+        best = torch.maximum(best, torch.exp(obj.detach()))
+        (-obj.sum()).backward()
+        opt.step()
+    return best
+
+
+def _log_ratio(c: Comparison) -> Tensor:
+    """``log(lhs/rhs)`` maximised over every axis after the first (samples, layers)."""
+    rhs = c.rhs.view(*c.rhs.shape, *([1] * (c.lhs.ndim - c.rhs.ndim)))
+    out = torch.log(c.lhs + 1e-300) - torch.log(rhs)
+    return out.flatten(1).amax(1) if out.ndim > 1 else out
+
+
 def tightness_probe(lemma: str, widths: Sequence[int], act, *, starts: int = 64, steps: int = 300, n: int = 2,
                     lr: float = 0.05, generator: torch.Generator | None = None, device=None, dtype=None) -> Tensor:
     """Adversarial search for the worst case of Lemma 4.3, 4.4 or 4.5: maximise ``log(LHS/RHS)`` by Adam over
@@ -442,39 +713,54 @@ def tightness_probe(lemma: str, widths: Sequence[int], act, *, starts: int = 64,
     """
     if lemma not in LEMMAS:
         raise ValueError(f"lemma must be one of {LEMMAS}, got {lemma!r}")
-    check_assumptions(act)
-    validation.positive_int("starts", starts)
-    validation.positive_int("steps", steps)
-    validation.positive_int("n", n)
-    p1, p2 = random_pairs(widths, starts, (0.3, 5.0), (1e-2, 1.0), generator=generator, device=device, dtype=dtype)
-    dev, dt = p1[0].device, p1[0].dtype
-    d = widths[0]
-    w1 = [w.clone().requires_grad_(True) for w in p1]
-    dirs = [(b - a).clone().requires_grad_(True) for a, b in zip(p1, p2)]
-    log_r = torch.log(deepnet.norm([b - a for a, b in zip(p1, p2)])).clone().requires_grad_(True)
-    v = randn((starts, n, d), generator=generator, device=dev, dtype=dt).requires_grad_(True)
-    y = randn((starts, n), generator=generator, device=dev, dtype=dt).requires_grad_(True)
-    opt = torch.optim.Adam([*w1, *dirs, log_r, v, y], lr=lr)
-    best = torch.zeros(starts, dtype=dt, device=dev)
-    for _ in range(steps):
-        opt.zero_grad()
-        X = math.sqrt(d) * v / torch.sqrt(1 + (v ** 2).sum(-1, keepdim=True))
-        dn = deepnet.norm(dirs).view(-1, 1, 1)
-        w2 = [a + torch.exp(log_r).view(-1, 1, 1) * u / dn for a, u in zip(w1, dirs)]
+
+    def objective(w1, w2, X, y):
         if lemma == "4.3":
             c = lemma_4_3(w1, w2, X[:, :1], act)
-            obj = torch.log(c.lhs[:, 0] + 1e-300) - torch.log(c.rhs)
-        elif lemma == "4.4":
+            return torch.log(c.lhs[:, 0] + 1e-300) - torch.log(c.rhs)
+        if lemma == "4.4":
             c = lemma_4_4(w1, w2, X[:, :1], act)
-            obj = torch.log(c.lhs[:, 0] + 1e-300) - torch.log(c.rhs)
-        else:
-            c = lemma_4_5(w1, w2, X, y, act)
-            obj = torch.log(c.lhs + 1e-300) - torch.log(c.rhs)
-        obj = torch.where(torch.isfinite(obj), obj, torch.full_like(obj, -700.0))
-        best = torch.maximum(best, torch.exp(obj.detach()))
-        (-obj.sum()).backward()
-        opt.step()
-    return best
+            return torch.log(c.lhs[:, 0] + 1e-300) - torch.log(c.rhs)
+        c = lemma_4_5(w1, w2, X, y, act)
+        return torch.log(c.lhs + 1e-300) - torch.log(c.rhs)
+
+    return _adversarial_search(widths, act, starts, steps, n, lr, objective, generator, device, dtype)
+
+
+PROOF_STEPS = ("4.1", "14", *APPENDIX_A)
+
+
+def proof_probe(widths: Sequence[int], act, *, starts: int = 16, steps: int = 200, n: int = 2, lr: float = 0.05,
+                generator: torch.Generator | None = None, device=None, dtype=None) -> dict[str, Tensor]:
+    """Adversarial search for the worst case of Lemma 4.1, eq. (14) and Lemmas A.1–A.6 (the steps inside the proof
+    of Lemma 4.5), all at once: ``starts`` members per result in one ensemble of ``len(PROOF_STEPS) · starts``,
+    each member maximising the log ratio of its own result (largest over inputs and layers) by Adam over
+    ``(W1, W2 − W1, x_i with ‖x_i‖ < √d, y_i)``, as :func:`tightness_probe` does.
+
+    Returns ``{"4.1": (starts,), "14": …, "A.1": …, …}``: the best ratio ``LHS/RHS`` seen per start (a lower
+    bound on the result's worst case; the result says it is at most 1). Paper A, Lemma 4.1, eq. (14),
+    Lemmas A.1–A.6 (Chapter 2).
+    """
+    validation.positive_int("starts", starts)
+    K = len(PROOF_STEPS)
+
+    def objective(w1, w2, X, y):
+        comps = appendix_a(w1, w2, X, act)
+        E = w1[0].shape[0]
+        rows = []
+        for kind in PROOF_STEPS:
+            if kind == "4.1":
+                rows.append(_log_ratio(lemma_4_1(w1, w2, X, y, act)))
+            elif kind == "14":
+                rows.append(torch.maximum(_log_ratio(equation_14(w1, X, act)), _log_ratio(equation_14(w2, X, act))))
+            else:
+                lr_ = _log_ratio(comps[kind])
+                rows.append(lr_.view(2, E).amax(0) if lr_.shape[0] == 2 * E else lr_)
+        table = torch.stack(rows)                                              # (K, E)
+        return table.gather(0, (torch.arange(E, device=table.device) // starts).unsqueeze(0)).squeeze(0)
+
+    best = _adversarial_search(widths, act, K * starts, steps, n, lr, objective, generator, device, dtype)
+    return {kind: best[k * starts:(k + 1) * starts] for k, kind in enumerate(PROOF_STEPS)}
 
 
 # ------------------------------------------------------------------------ fast paths for long GD runs

@@ -20,6 +20,14 @@ from torch import Tensor
 from . import activations, validation
 from .device import rand, randn, resolve
 
+def _same_device_only(**tensors: Tensor) -> None:
+    """Devices first (before any value check, which would touch the data): ``ValueError`` naming both."""
+    items = [(n, t) for n, t in tensors.items() if isinstance(t, Tensor)]
+    for n, t in items[1:]:
+        if t.device != items[0][1].device:
+            raise ValueError(f"{n} is on {t.device} but {items[0][0]} is on {items[0][1].device}")
+
+
 C_J = 2.0  # Lipschitz constant of J_i'(u) = 2(u − y_i), paper A's c_J for the squared loss
 
 
@@ -28,6 +36,7 @@ def check_params(params: Sequence[Tensor]) -> list[Tensor]:
     if not isinstance(params, (list, tuple)) or len(params) == 0:
         raise ValueError("params must be a non-empty list of tensors of shape (E, d_l, d_(l-1))")
     out = []
+    _same_device_only(**{f"w_{i + 1}": w for i, w in enumerate(params)})
     for ell, w in enumerate(params, start=1):
         validation.tensor(f"params[{ell - 1}] (w_{ell})", w, ndim=3)
         out.append(w)
@@ -46,13 +55,16 @@ def check_params(params: Sequence[Tensor]) -> list[Tensor]:
 
 def _check_data(params: list[Tensor], X: Tensor, y: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
     E, d = params[0].shape[0], params[0].shape[2]
+    _same_device_only(params=params[0], X=X, y=y)
     validation.tensor("X", X, ndim=(2, 3))
+    if y is not None:
+        validation.tensor("y", y, ndim=(1, 2))
+    validation.same_device(params=params[0], X=X, **({"y": y} if y is not None else {}))
     if X.shape[-1] != d:
         raise ValueError(f"X has {X.shape[-1]} features but w_1 expects d_0 = {d}")
     if X.ndim == 3 and X.shape[0] != E:
         raise ValueError(f"X has ensemble size {X.shape[0]} but params have E = {E}")
     if y is not None:
-        validation.tensor("y", y, ndim=(1, 2))
         if y.shape[-1] != X.shape[-2]:
             raise ValueError(f"y has {y.shape[-1]} targets but X has n = {X.shape[-2]} samples")
         if y.ndim == 2 and y.shape[0] != E:
@@ -145,9 +157,12 @@ def backward_deltas(params: Sequence[Tensor], zs: Sequence[Tensor], act) -> list
     """Lemma 4.2's backward recursion, written out (no autograd).
 
     ``δ_L = σ'(z_L)``, ``δ_ℓ = σ'(z_ℓ) ⊙ (w_{ℓ+1}ᵀ δ_{ℓ+1})``; returns ``[δ_1, …, δ_L]``, each ``(E, n, d_ℓ)``,
-    so that ``∇_{w_ℓ} F(x_i) = δ_{ℓ,i} h_{ℓ-1,i}ᵀ``.
+    so that ``∇_{w_ℓ} F(x_i) = δ_{ℓ,i} h_{ℓ-1,i}ᵀ``. Paper A, Lemma 4.2 (Chapter 1).
     """
     sigma = activations.get(act)
+    if len(zs) != len(params):
+        raise ValueError(f"need one pre-activation per layer: {len(params)} layers but {len(zs)} tensors zs")
+    validation.same_device(params=params[0], **{f"zs[{i}]": z for i, z in enumerate(zs)})
     deltas = [sigma.d1(zs[-1])]
     for ell in range(len(params) - 2, -1, -1):
         # row-vector form of w_{ℓ+1}ᵀ δ_{ℓ+1}: (E, n, d_{ℓ+1}) @ (E, d_{ℓ+1}, d_ℓ)

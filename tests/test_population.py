@@ -265,3 +265,46 @@ def test_several_tensors_must_share_device_and_dtype(gen):
         P.make_loss_and_grad(a)([W, v.float()])
     with pytest.raises(ValueError):
         P.network_mc(W, v, a, torch.zeros(5, 4, dtype=torch.float32))
+
+
+def test_target_forms_reproduce_the_terms_for_any_target(gen):
+    """Each side of Lemmas 8, 12, 13 is an exact quadratic form in (a, 1) for targets in the plane."""
+    Wt = P.effective_pair(torch.tensor([0.3, 1.0, 4.0], dtype=DT), torch.tensor([0.2, 1.7, 3.0], dtype=DT), device="cpu", dtype=DT)
+    F = P.target_forms(Wt)
+    a = _rand(gen, 3, 2)
+    x = torch.cat([a, torch.ones(3, 1, dtype=DT)], -1)
+    T = P.lemma_terms(Wt, a)
+    for key in ("L", "grad2", "err"):
+        assert torch.allclose(torch.einsum("bi,bij,bj->b", x, F[key], x), T[key], rtol=1e-12, atol=1e-13), key
+
+
+def test_lemma_terms_match_the_network_functions(gen):
+    W, a = _rand(gen, 4, 2, 5), _rand(gen, 5)
+    T = P.lemma_terms(W, a)
+    v = torch.tensor([1.0, -1.0], dtype=DT).expand(4, 2)
+    L, gW, _ = P.loss_and_gradient(W, v, a)
+    assert torch.allclose(T["L"], L) and torch.allclose(T["grad2"], (gW ** 2).sum((-1, -2)))
+    assert torch.allclose(T["err"], P.effective_error(W, v, a))
+
+
+def test_min_and_extreme_ratio_over_target(gen):
+    """Against brute force over a grid of targets."""
+    F = P.target_forms(P.effective_pair(2.0, 2.0, device="cpu", dtype=DT))
+    g = torch.linspace(-6, 6, 401, dtype=DT)
+    A1, A2 = torch.meshgrid(g, g, indexing="ij")
+    x = torch.stack([A1.flatten(), A2.flatten(), torch.ones(A1.numel(), dtype=DT)], -1)
+    q = lambda M: torch.einsum("bi,ij,bj->b", x, M, x)
+    brute_min = (q(F["L"]) - 0.05 * q(F["err"])).min()
+    exact_min = P.min_over_target(F["L"], F["err"], 0.05)
+    assert exact_min <= brute_min + 1e-12 and brute_min - exact_min < 1e-3
+    ratio = q(F["L"]) / q(F["err"])
+    assert P.extreme_ratio_over_target(F["L"], F["err"]) <= ratio.min() + 1e-12
+    assert P.extreme_ratio_over_target(F["grad2"], F["err"], largest=True) >= (q(F["grad2"]) / q(F["err"])).max() - 1e-12
+    singular = torch.zeros(3, 3, dtype=DT)
+    assert torch.isnan(P.extreme_ratio_over_target(F["L"], singular))
+
+
+def test_lemma9_constant():
+    assert math.isclose(P.lemma9_constant(0.5, 2.0), 2 + (12 + 10 / math.pi + 16 / math.pi) * 4)
+    with pytest.raises(ValueError):
+        P.lemma9_constant(0.0, 2.0)

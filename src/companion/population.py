@@ -41,7 +41,7 @@ import torch
 from torch import Tensor
 
 from . import validation
-from .device import randn
+from .device import randn, resolve
 
 __all__ = [
     "angle", "relu_kernel", "relu_kernel_grad", "gate_second_moment", "loss", "gradient", "hessian",
@@ -49,6 +49,7 @@ __all__ = [
     "flatten_params", "unflatten_params", "signed_from_paper", "paper_point", "effective_error",
     "network_mc", "mc_mean", "J",
     "find_stationary", "classify_stationary", "CLASSES",
+    "effective_pair", "lemma_terms", "target_forms", "min_over_target", "extreme_ratio_over_target", "lemma9_constant",
 ]
 
 TWO_PI = 2.0 * math.pi
@@ -617,3 +618,88 @@ def classify_stationary(W: Tensor, v: Tensor, a: Tensor, grad_norm: Tensor, *, g
             labels.append(CLASSES[6])
     c = torch.where(torch.tensor([l in CLASSES[1:3] for l in labels], device=c.device), c, torch.nan)
     return labels, c
+
+
+# --------------------------------------------------------------------- Lemmas 8, 12, 13: reduction to a plane
+def effective_pair(r: Tensor | float, theta: Tensor | float, *, device=None, dtype=None) -> Tensor:
+    """Effective weights ``w̃1 = r e1``, ``w̃2 = (cos θ, sin θ)`` in the plane, shape ``(..., 2, 2)``
+    (``r, θ`` broadcast). The reduced setting of paper B's Figures 4 and 5 (Lemmas 8, 12, 13; Chapter 7):
+    ``r = ‖w̃1‖/‖w̃2‖`` and ``θ`` the angle between the neurons; the network is
+    ``ReLU(w̃1ᵀx) − ReLU(w̃2ᵀx)``.
+    """
+    dev, dt = resolve(device, dtype)
+    r, theta = torch.broadcast_tensors(torch.as_tensor(r, dtype=dt, device=dev), torch.as_tensor(theta, dtype=dt, device=dev))
+    zero = torch.zeros_like(r)
+    return torch.stack([torch.stack([r, zero], -1), torch.stack([torch.cos(theta), torch.sin(theta)], -1)], -2)
+
+
+def lemma_terms(W_eff: Tensor, a: Tensor) -> dict[str, Tensor]:
+    """The three sides of Lemmas 8, 12 and 13 at effective weights ``w̃_i = v_i w_i`` (Chapter 7).
+
+    With the network ``ReLU(w̃1ᵀx) − ReLU(w̃2ᵀx)`` (signed ``v = [1, −1]``): ``"L"`` the population loss,
+    ``"grad2"`` ``= ‖∇_{w̃1}L‖² + ‖∇_{w̃2}L‖²`` and ``"err"`` ``= ‖w̃1 − a‖² + ‖w̃2 + a‖²``, each ``(...)``.
+    ``W_eff (..., 2, d)``, ``a (d,)`` or ``(..., d)``. Since ``∇_{w_i}L = v_i ∇_{w̃_i}L``, Lemma 8 reads
+    ``grad2 ≥ α L`` when ``v1 = v2``, Lemma 12 ``grad2 ≤ (5/2) err`` and Lemma 13 ``err ≤ 20 L``.
+    """
+    if W_eff.shape[-2] != 2:
+        raise ValueError(f"the lemmas are about k = 2 neurons, got W_eff {tuple(W_eff.shape)}")
+    v = torch.tensor([1.0, -1.0], dtype=W_eff.dtype, device=W_eff.device).expand(W_eff.shape[:-1])
+    _check_net(W_eff, v, a)
+    L, gW, _ = _loss_gradient(W_eff, v, a)
+    err = ((W_eff[..., 0, :] - a) ** 2).sum(-1) + ((W_eff[..., 1, :] + a) ** 2).sum(-1)
+    return {"L": L, "grad2": (gW ** 2).sum((-1, -2)), "err": err}
+
+
+def target_forms(W_eff: Tensor) -> dict[str, Tensor]:
+    """Each side of :func:`lemma_terms` as an exact quadratic form in ``x = (a1, a2, 1)``, for targets ``a`` in
+    the plane of the two neurons (Figures 4 and 5; Chapter 7): ``{"L", "grad2", "err"}`` of ``(..., 3, 3)``.
+
+    Every side is a quadratic polynomial in ``a`` (the loss is, and so are the gradient's components), so six
+    evaluations at ``a ∈ {0, ±e1, ±e2, e1 + e2}`` determine it: ``f(a) = xᵀ Q x``. ``W_eff (..., 2, 2)``.
+    """
+    validation.tensor("W_eff", W_eff, ndim=None)
+    if W_eff.shape[-2:] != (2, 2):
+        raise ValueError(f"W_eff must be (..., 2, 2) (two neurons in the plane), got {tuple(W_eff.shape)}")
+    pts = torch.tensor([[0, 0], [1, 0], [-1, 0], [0, 1], [0, -1], [1, 1]], dtype=W_eff.dtype, device=W_eff.device)
+    vals = [lemma_terms(W_eff, p.expand(*W_eff.shape[:-2], 2)) for p in pts]
+    out = {}
+    for key in vals[0]:
+        f0, fx, fmx, fy, fmy, fxy = (v[key] for v in vals)
+        q11, q22 = (fx + fmx) / 2 - f0, (fy + fmy) / 2 - f0
+        q12 = (fxy - fx - fy + f0) / 2
+        b1, b2 = (fx - fmx) / 4, (fy - fmy) / 4
+        out[key] = torch.stack([torch.stack([q11, q12, b1], -1), torch.stack([q12, q22, b2], -1),
+                                torch.stack([b1, b2, f0], -1)], -2)
+    return out
+
+
+def min_over_target(A: Tensor, B: Tensor, coef: float) -> Tensor:
+    """``min_a (xᵀAx − coef · xᵀBx)`` over ``x = (a, 1)``, ``a ∈ R²``, for a difference that is convex in ``a``
+    (Figures 4 and 5: the paper's ``h`` and ``h̃`` minimised over the target; Chapter 7). ``(..., 3, 3) → (...)``."""
+    M = A - coef * B
+    Q, b, c = M[..., :2, :2], M[..., :2, 2], M[..., 2, 2]
+    return c - (b[..., None, :] @ torch.linalg.solve(Q, b[..., None]))[..., 0, 0]
+
+
+def extreme_ratio_over_target(A: Tensor, B: Tensor, *, largest: bool = False) -> Tensor:
+    """Smallest (or largest) ratio ``xᵀAx / xᵀBx`` over every target ``a`` (and the limit ``‖a‖ → ∞``), i.e. the
+    extreme generalised eigenvalue of the pencil ``(A, B)`` (Lemmas 8, 12, 13; Chapter 7). ``(..., 3, 3) → (...)``.
+
+    NaN where ``B`` is not positive definite: for ``err`` only at ``w̃1 = −w̃2`` (``r = 1, θ = π``), the optimum
+    itself, where both sides vanish.
+    """
+    Lc, info = torch.linalg.cholesky_ex(B)
+    ok = info == 0
+    Lc = torch.where(ok[..., None, None], Lc, torch.eye(3, dtype=B.dtype, device=B.device))
+    Li = torch.linalg.inv(Lc)
+    ev = torch.linalg.eigvalsh(Li @ A @ Li.transpose(-1, -2))
+    out = ev[..., -1] if largest else ev[..., 0]
+    return torch.where(ok, out, torch.full_like(out, torch.nan))
+
+
+def lemma9_constant(c1: float, c2: float) -> float:
+    """Lemma 9's smoothness constant ``L = 2 + (12 + 10/π + 4c2/(π c1)) c2²`` (assembled at the end of
+    Appendix B.3; Chapter 7): ``‖∇²L‖ ≤ L‖a‖`` on ``c1‖a‖ ≤ v_i, ‖w_i‖ ≤ c2‖a‖``."""
+    if not (c1 > 0 and c2 > 0):
+        raise ValueError(f"need c1, c2 > 0, got c1={c1}, c2={c2}")
+    return 2 + (12 + 10 / math.pi + 4 * c2 / (math.pi * c1)) * c2 ** 2

@@ -220,3 +220,60 @@ def gauss_newton_spectrum(W: Tensor, v: Tensor, X: Tensor) -> Tensor:
     Jw = (v[:, None, :, None] * (pre > 0).to(X.dtype)[..., None] * X[None, :, None, :]).reshape(E, n, k * d)
     J = torch.cat([Jw, torch.relu(pre)], -1)
     return torch.linalg.eigvalsh(J.transpose(1, 2) @ J / n)
+
+
+def burn_in_slope(sigma, T, confidence: float = 0.99):
+    """Least-squares fit ``T = α + β ln(1/σ)`` of the burn-in against the initial scale, with a Student-t interval
+    on ``β`` (Theorem 2's ``T ≳ c′(1/μ) ln(‖a‖/σ)``; Chapter 8). ``sigma``, ``T``: ``(E,)``. Returns a
+    :class:`companion.stats.SlopeFit` (its ``intercept`` is ``α``).
+    """
+    from scipy import stats as st
+
+    from .stats import SlopeFit
+
+    x, y = np.log(1 / _arr(sigma).astype(float)).ravel(), _arr(T).astype(float).ravel()
+    if x.shape != y.shape or x.size < 3 or np.ptp(x) == 0:
+        raise ValueError("need at least three burn-ins at two or more initial scales")
+    r = st.linregress(x, y)
+    q = float(st.t.ppf(0.5 + confidence / 2, df=x.size - 2))
+    return SlopeFit(r.slope, r.intercept, r.stderr, r.slope - q * r.stderr, r.slope + q * r.stderr, confidence)
+
+
+def predicted_burn_in_slope(g, mu: float) -> tuple[float, float]:
+    """The burn-in slope ``dT/d ln(1/σ)`` that the linearised growth predicts, as the range
+    ``[1/ln(1 + μ g_max), 1/ln(1 + μ g_min)]`` over the neurons' growth rates ``g`` (:func:`growth_rate`); the
+    burn-in waits for the slower neuron, so the slope tends to the upper end as ``σ → 0`` (Chapter 8)."""
+    g = _arr(g).astype(float)
+    return float(1 / np.log1p(mu * g.max())), float(1 / np.log1p(mu * g.min()))
+
+
+def slope_ratio(num, den, confidence: float = 0.99):
+    """Ratio of two fitted slopes with a delta-method normal interval (Chapter 8's burn-in ``∝ 1/μ``), an
+    :class:`companion.stats.Estimate`. ``num``, ``den``: :class:`companion.stats.SlopeFit`."""
+    from scipy import stats as st
+
+    from .stats import Estimate
+
+    r = num.slope / den.slope
+    se = abs(r) * math.hypot(num.stderr / num.slope, den.stderr / den.slope)
+    z = float(st.norm.ppf(0.5 + confidence / 2))
+    return Estimate(float(r), float(r - z * se), float(r + z * se), confidence, "delta method")
+
+
+def refinement_rates(iterations, error, *, low: float = 1e-12, high: float = 1e-7, confidence: float = 0.99):
+    """Per-member contraction factor ``q`` of the error in the refinement phase, from
+    :func:`companion.stats.semilog_slope` on the recorded iterations where ``low < error < high`` (Theorem 2's linear
+    rate; Chapter 8). ``iterations (R,)``, ``error (R, E)`` → ``(q, q_low, q_high, points)``, each ``(E,)``
+    (``nan`` where the window holds fewer than three points).
+    """
+    from .stats import semilog_slope
+
+    it, err = _arr(iterations).astype(float), _arr(error).astype(float)
+    out = np.full((4, err.shape[1]), np.nan)
+    for e in range(err.shape[1]):
+        sel = (err[:, e] > low) & (err[:, e] < high)
+        out[3, e] = sel.sum()
+        if sel.sum() >= 3:
+            f = semilog_slope(it[sel], err[sel, e], confidence)
+            out[:3, e] = np.exp([f.slope, f.low, f.high])
+    return out[0], out[1], out[2], out[3].astype(int)

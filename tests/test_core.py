@@ -284,3 +284,14 @@ def test_deepnet_mixed_devices_and_dtypes_raise_clear_errors(gen):
         deepnet.forward(params, X.float(), "tanh")
     with pytest.raises(ValueError, match="w_2 is on meta but w_1 is on cpu"):
         deepnet.forward([params[0], params[1].to("meta")], X, "tanh")
+
+
+def test_gradient_relative_error_is_rounding_and_detects_a_wrong_gradient(gen):
+    params = deepnet.init_params([3, 5, 1], 4, generator=gen)
+    X = deepnet.ball_data(7, 3, generator=gen)
+    y = torch.zeros(7, dtype=X.dtype, device=X.device)
+    err = deepnet.gradient_relative_error(params, X, y, "tanh")
+    assert err.shape == (4,) and (err < 1e-13).all()
+    _, g = deepnet.loss_and_gradient(params, X, y, "tanh")
+    _, g_ref = deepnet.loss_and_gradient_autograd(params, X, y, "tanh")
+    assert all(torch.allclose(a, b, rtol=1e-12, atol=1e-15) for a, b in zip(g, g_ref))

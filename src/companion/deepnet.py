@@ -228,6 +228,19 @@ def loss_and_gradient_autograd(params: Sequence[Tensor], X: Tensor, y: Tensor, a
     return value.detach(), [g.detach() for g in grads]
 
 
+def gradient_relative_error(params: Sequence[Tensor], X: Tensor, y: Tensor, act) -> Tensor:
+    """``‖g_explicit − g_autograd‖ / ‖g_autograd‖`` per member, all layers together, shape ``(E,)``: Lemma 4.2's
+    recursion (:func:`loss_and_gradient`) against reverse-mode autograd (:func:`loss_and_gradient_autograd`).
+
+    Paper A, Lemma 4.2 (Chapter 1).
+    """
+    _, g_exp = loss_and_gradient(params, X, y, act)
+    _, g_ref = loss_and_gradient_autograd(params, X, y, act)
+    num = torch.sqrt(sum(((a - b) ** 2).flatten(1).sum(1) for a, b in zip(g_exp, g_ref)))
+    den = torch.sqrt(sum((b ** 2).flatten(1).sum(1) for b in g_ref))
+    return num / den
+
+
 def norm(params: Sequence[Tensor]) -> Tensor:
     """``‖W‖_F = (Σ_ℓ ‖w_ℓ‖_F²)^{1/2}`` per member, shape ``(E,)``."""
     return torch.sqrt(sum((w ** 2).sum(dim=(1, 2)) for w in params))

@@ -297,11 +297,14 @@ def test_population_cuda_matches_cpu():
     a = relunet.unit_target(d, device="cpu", dtype=F64)
     W = device.randn((5, k, d), generator=g, device="cpu", dtype=F64)
     v = device.randn((5, k), generator=g, device="cpu", dtype=F64)
-    close(population.loss(v.to(CUDA), W.to(CUDA), a.to(CUDA)), population.loss(v, W, a))
-    for x, y in zip(population.gradient(v.to(CUDA), W.to(CUDA), a.to(CUDA)), population.gradient(v, W, a)):
+    Wc, vc, ac = W.to(CUDA), v.to(CUDA), a.to(CUDA)
+    close(population.loss(Wc, vc, ac), population.loss(W, v, a))
+    for x, y in zip(population.gradient(Wc, vc, ac), population.gradient(W, v, a)):
         close(x, y)
-    close(population.hessian(W.to(CUDA), v.to(CUDA), a.to(CUDA)), population.hessian(W, v, a), rtol=1e-10)
-    for x, y in zip(population.loss_and_gradient(W.to(CUDA), v.to(CUDA), a.to(CUDA)), population.loss_and_gradient(W, v, a)):
+    close(population.hessian(Wc, vc, ac), population.hessian(W, v, a), rtol=1e-10)
+    for x, y in zip(population.loss_and_gradient(Wc, vc, ac), population.loss_and_gradient(W, v, a)):
+        close(x, y)
+    for x, y in zip(population.make_loss_and_grad(ac)([Wc, vc])[1], population.make_loss_and_grad(a)([W, v])[1]):
         close(x, y)
     fn = lambda x: torch.relu(x[:, :2]) ** 2                                      # noqa: E731
     m_cpu, s_cpu = population.mc_mean(fn, d, 5000, generator=cpu_gen(4), batch=1000, device="cpu")

@@ -277,3 +277,26 @@ def refinement_rates(iterations, error, *, low: float = 1e-12, high: float = 1e-
             f = semilog_slope(it[sel], err[sel, e], confidence)
             out[:3, e] = np.exp([f.slope, f.low, f.high])
     return out[0], out[1], out[2], out[3].astype(int)
+
+
+def failure_table(agree, fail) -> np.ndarray:
+    """2 × 2 table of a sign predictor against the outcome: rows "signs agree" / "signs differ", columns "failed" /
+    "succeeded" (Section 4's mechanism; Chapter 9). ``agree``, ``fail``: ``(E,)`` bool."""
+    agree, fail = _arr(agree).astype(bool), _arr(fail).astype(bool)
+    if agree.shape != fail.shape:
+        raise ValueError(f"agree and fail must have the same shape, got {agree.shape} and {fail.shape}")
+    return np.array([[np.sum(agree & fail), np.sum(agree & ~fail)], [np.sum(~agree & fail), np.sum(~agree & ~fail)]])
+
+
+def mcnemar_exact(right_a, right_b) -> float:
+    """One-sided exact McNemar test that predictor ``b`` is right more often than predictor ``a`` on the same runs:
+    the binomial tail ``P(X ≥ n_b)`` with ``X ~ Bin(n_a + n_b, 1/2)`` over the discordant runs (``n_b``: only ``b``
+    right; ``n_a``: only ``a`` right). ``right_a``, ``right_b``: ``(E,)`` bool. Chapter 9's growth signs against the
+    initial signs."""
+    from scipy import stats as st
+
+    ra, rb = _arr(right_a).astype(bool), _arr(right_b).astype(bool)
+    na, nb = int(np.sum(ra & ~rb)), int(np.sum(rb & ~ra))
+    if na + nb == 0:
+        return 1.0
+    return float(st.binom.sf(nb - 1, na + nb, 0.5))

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 
 from companion import device, phases, relunet
 
@@ -79,3 +80,39 @@ def test_initial_event_and_phase1_invariants():
     assert out["upper"] == pytest.approx(max(v[t, 0, 0] / (2 * 1.1 ** t) for t in range(4)))
     W0 = np.ones((2, 2, 4)) / 2                                             # norms 1
     assert phases.initial_event(W0, np.array([[1.0, -1.0], [0.1, 1.0]])).tolist() == [True, False]
+
+
+def test_burn_in_slope_ratio_and_prediction():
+    sigma = np.repeat([1e-2, 1e-4, 1e-6], 4)
+    T = 7 + 20 * np.log(1 / sigma) + np.tile([-1.0, 1.0, 0.5, -0.5], 3)
+    f = phases.burn_in_slope(sigma, T, confidence=0.99)
+    ref = stats.linregress(np.log(1 / sigma), T)
+    assert f.slope == pytest.approx(ref.slope) and f.intercept == pytest.approx(ref.intercept)
+    half = stats.t.ppf(0.995, T.size - 2) * ref.stderr
+    assert (f.low, f.high) == pytest.approx((ref.slope - half, ref.slope + half))
+    g = phases.burn_in_slope(sigma, 2 * T, confidence=0.99)
+    r = phases.slope_ratio(g, f, confidence=0.99)
+    assert r.value == pytest.approx(2.0) and r.low < 2 < r.high
+    lo, hi = phases.predicted_burn_in_slope([0.5, 0.6], 0.1)
+    assert lo == pytest.approx(1 / np.log1p(0.06)) and hi == pytest.approx(1 / np.log1p(0.05))
+    with pytest.raises(ValueError):
+        phases.burn_in_slope(np.ones(5), np.arange(5.0))
+
+
+def test_refinement_rates_recover_a_geometric_rate():
+    it = np.arange(0, 400, 5)
+    err = np.stack([0.9 ** it, 0.95 ** it + 0 * it], 1)
+    q, lo, hi, npts = phases.refinement_rates(it, err, low=1e-12, high=1e-2, confidence=0.99)
+    assert q == pytest.approx([0.9, 0.95]) and np.all(npts >= 3)
+    q, *_ = phases.refinement_rates(it, np.ones((it.size, 1)))
+    assert np.isnan(q[0])                                                  # no point in the window
+
+
+def test_failure_table_and_mcnemar():
+    agree = np.array([1, 1, 0, 0, 1], bool)
+    fail = np.array([1, 0, 0, 1, 1], bool)
+    assert phases.failure_table(agree, fail).tolist() == [[2, 1], [1, 1]]
+    right_a = np.array([1, 0, 0, 0, 1, 1], bool)       # discordant: a only once, b only three times
+    right_b = np.array([1, 1, 1, 1, 0, 1], bool)
+    assert phases.mcnemar_exact(right_a, right_b) == pytest.approx(stats.binom.sf(2, 4, 0.5))
+    assert phases.mcnemar_exact(right_a, right_a) == 1.0

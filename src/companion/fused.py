@@ -1,0 +1,94 @@
+"""Fused formulations of the engine's hot paths for compilers (``torch.compile`` / inductor; Chapter 1).
+
+:func:`companion.relunet.loss_and_grad` is written for the eager CPU engine: in-place ReLU, ``sign_`` and
+``baddbmm`` so that every pass over the ``(E, k, n)`` activations reuses one buffer. Those in-place tricks
+hide the dataflow from a compiler. The functions here state the same computation out of place, so that
+inductor can fuse the elementwise work into as few passes as it finds (on CUDA it emits Triton kernels; with
+``mode="max-autotune-no-cudagraphs"`` it may also fuse the ReLU into the forward GEMM's epilogue and the
+masked residual into the backward GEMM's prologue, so that each activation is written once and read once).
+
+The eager CPU formulation stays the default everywhere (it is faster there: ``benchmarks/gpu/README.md``);
+this module is opt-in, e.g. ``gd.run(fused.make_loss_and_grad(X, y), [W, v], ...)``. The compiled closure is
+CUDA-graph safe, so :func:`companion.gd.run` captures it like the eager one.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from . import validation
+
+__all__ = ["paper_b_loss_and_grad", "make_loss_and_grad", "compiled"]
+
+
+def paper_b_loss_and_grad(W: Tensor, v: Tensor, X: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Paper B's empirical loss and gradients, eq. (1) (Chapters 8-11), shared data and one output, out of place.
+
+    ``W (E, k, d)``, ``v (E, k)``, ``X (n, d)``, ``y (n,)`` → ``(loss (E,), grad_W (E, k, d), grad_v (E, k))``,
+    the same quantities as :func:`companion.relunet.loss_and_grad` (to rounding). With ``Z = W Xᵀ``
+    ``(E, k, n)``, residuals ``R = vᵀReLU(Z) − y`` ``(E, n)`` and ``M_j = (1/n) Σ_i 1{z_ji > 0} R_i x_i``:
+    ``grad_W = v ⊙ M`` and ``grad_v_j = ⟨w_j, M_j⟩`` (ReLU's homogeneity). Two GEMMs, ``4 n d k E`` FLOPs;
+    everything else is elementwise or a reduction over ``k`` or ``n`` that a compiler can fuse.
+    """
+    E, k, d = W.shape
+    n = X.shape[0]
+    Z = torch.mm(W.reshape(E * k, d), X.T).view(E, k, n)
+    R = (v.unsqueeze(-1) * torch.relu(Z)).sum(1) - y                                   # (E, n)
+    loss = 0.5 * (R * R).sum(1) / n
+    S = torch.where(Z > 0, R.unsqueeze(1), torch.zeros((), dtype=Z.dtype, device=Z.device))
+    M = torch.mm(S.view(E * k, n), X).view(E, k, d) / n
+    return loss, M * v.unsqueeze(-1), (W * M).sum(-1)
+
+
+_COMPILED: dict = {}
+
+
+def compiled(mode: str | None = "default", *, dynamic: bool = False) -> Callable:
+    """:func:`paper_b_loss_and_grad` compiled by ``torch.compile`` with ``mode`` (cached per mode). ``mode=None``
+    returns the function itself (eager), for comparisons."""
+    if mode is None:
+        return paper_b_loss_and_grad
+    key = (mode, dynamic)
+    if key not in _COMPILED:
+        _COMPILED[key] = torch.compile(paper_b_loss_and_grad, mode=mode, dynamic=dynamic, fullgraph=True)
+    return _COMPILED[key]
+
+
+def make_loss_and_grad(X: Tensor, y: Tensor, *, mode: str | None = "default") -> Callable[[Sequence[Tensor]], tuple]:
+    """Closure for :func:`companion.gd.run` on paper B's empirical loss with trainable ``[W (E, k, d), v (E, k)]``,
+    shared ``X (n, d)`` and ``y (n,)`` (Chapters 8-11), through :func:`compiled` with ``mode``; returns
+    ``(loss (E,), [grad_W, grad_v])``. The data are validated once; the parameters' shapes at the first call
+    (the first call also compiles). Same contract as :func:`companion.relunet.make_loss_and_grad`."""
+    validation.tensor("X", X, ndim=2)
+    validation.tensor("y", y, ndim=1)
+    if y.shape[0] != X.shape[0]:
+        raise ValueError(f"y has {y.shape[0]} entries but X has n = {X.shape[0]} rows")
+    validation.same_device(X=X, y=y)
+    fn = compiled(mode)
+    checked: dict = {}
+
+    def loss_and_grad_fn(params: Sequence[Tensor]):
+        if len(params) != 2:
+            raise ValueError("params must be [W (E, k, d), v (E, k)]")
+        W, v = params
+        if checked.get("shapes") != (tuple(W.shape), tuple(v.shape)):
+            if v.ndim != 2:
+                raise ValueError(f"fused.make_loss_and_grad is for one output: v must be (E, k), got {tuple(v.shape)}")
+            _check(W, v, X)
+            checked["shapes"] = (tuple(W.shape), tuple(v.shape))
+        value, gW, gv = fn(W, v, X, y)
+        return value, [gW, gv]
+
+    return loss_and_grad_fn
+
+
+def _check(W: Tensor, v: Tensor, X: Tensor) -> None:
+    validation.tensor("W", W, ndim=3, finite=False)
+    validation.tensor("v", v, ndim=2, finite=False)
+    if v.shape != W.shape[:2]:
+        raise ValueError(f"v has shape {tuple(v.shape)}, expected {tuple(W.shape[:2])} for W {tuple(W.shape)}")
+    if X.shape[1] != W.shape[2]:
+        raise ValueError(f"X has {X.shape[1]} features but W expects d = {W.shape[2]}")
+    validation.same_device(W=W, v=v, X=X)

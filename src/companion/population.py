@@ -271,7 +271,7 @@ def _loss_gradient(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tensor, Ten
 
 def gram_loss_and_gradient(W: Tensor, V: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Population loss ``½ E‖Vᵀ ReLU(Wx) − A x‖²`` and its gradients from the Gram matrix of the neurons,
-    for one or ``r`` outputs (paper B, Appendix A.1-A.2 and E.1; the training loop of Chapters 6, 9 and 11).
+    for one or ``r`` outputs (paper B, Appendix A.1-A.2 and E.1; the training loop of Chapters 9 and 11).
 
     With ``S = V Vᵀ`` (``v vᵀ`` for one output), ``θ_ij`` the angle between ``w_i`` and ``w_j`` and
     ``k(w_i, w_j) = ‖w_i‖‖w_j‖(sin θ + (π − θ) cos θ)/(2π)``::

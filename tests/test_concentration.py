@@ -105,3 +105,20 @@ def test_per_member_data_matches_shared(gen):
         assert torch.allclose(both[e], one[0], rtol=1e-12)
     pd = cc.path_deviation(W, v, X, a, points=5)
     assert torch.allclose(pd[1], cc.path_deviation(W[1:], v[1:], X[1], a, points=5)[0])
+
+
+def test_mixed_devices_and_dtypes_are_named(gen):
+    """Public functions taking several tensors name both devices/dtypes (meta and float32 stand-ins)."""
+    X = _X(gen, 20, 3)
+    u, w = cc.random_pairs(2, 3, generator=gen, like=X)
+    with pytest.raises(ValueError, match="meta"):
+        cc.deviation(X, u.to("meta"), w)
+    with pytest.raises(ValueError, match="float32"):
+        cc.empirical_gate_moment(X, u.float(), w)
+    with pytest.raises(ValueError, match="float32"):
+        cc.search_sup(X, initial=4, chains=2, proposals=2, rounds=1, generator=gen, extra_pairs=(u.float(), w.float()))
+    W, v, a = _state(gen, d=3)
+    with pytest.raises(ValueError, match="meta"):
+        cc.gradient_gap_ratio(W, v, X.to("meta"), a)
+    with pytest.raises(ValueError, match="float32"):
+        cc.path_deviation(W, v, X, a.float(), points=3)

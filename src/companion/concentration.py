@@ -37,6 +37,7 @@ def _unit(u: Tensor) -> Tensor:
 
 
 def _check_pairs(X: Tensor, u: Tensor, w: Tensor) -> None:
+    validation.same_device(X=X, u=u, w=w)
     validation.tensor("X", X, ndim=2)
     validation.tensor("u", u, ndim=2)
     validation.tensor("w", w, ndim=2)
@@ -44,7 +45,6 @@ def _check_pairs(X: Tensor, u: Tensor, w: Tensor) -> None:
         raise ValueError(f"u and w must have the same shape (B, d), got {tuple(u.shape)} and {tuple(w.shape)}")
     if u.shape[1] != X.shape[1]:
         raise ValueError(f"pairs have dimension {u.shape[1]} but X has d = {X.shape[1]}")
-    validation.same_device(X=X, u=u, w=w)
 
 
 def _chunk(n: int, d: int, B: int, budget: int = 20_000_000) -> int:
@@ -126,6 +126,7 @@ def search_sup(X: Tensor, *, initial: int = 256, chains: int = 8, proposals: int
     u, w = random_pairs(initial, d, generator=generator, like=X)
     if extra_pairs is not None:
         eu, ew = extra_pairs
+        validation.same_device(X=X, extra_u=eu, extra_w=ew)
         u, w = torch.cat([u, _unit(eu)]), torch.cat([w, _unit(ew)])
     vals = deviation(X, u, w)
     trace = [vals]
@@ -162,6 +163,7 @@ def gradient_gap_ratio(W: Tensor, v: Tensor, X: Tensor, a: Tensor) -> dict:
     "gap": (E, 2), "error": (E,)}``. Lemma 11 says ``ratio ≤ δ`` with ``δ`` from Theorem 10.
     """
     from . import relunet
+    validation.same_device(W=W, v=v, X=X, a=a)
     validation.tensor("W", W, ndim=3)
     validation.tensor("v", v, ndim=2)
     if W.shape[1] != 2 or v.shape != W.shape[:2]:
@@ -188,6 +190,7 @@ def path_deviation(W: Tensor, v: Tensor, X: Tensor, a: Tensor, points: int = 33)
     ``∇̂_{w1} − ∇_{w1} = v1 [∫ (M̂ − M)(a + t h1, w1) dt h1 − ∫ (M̂ − M)(−a + t h2, w1) dt h2]`` (and likewise for
     ``w2``), ``ratio_i ≤ sup_t`` of these deviations. ``X``: ``(n, d)`` or ``(E, n, d)``. Returns ``(E, 2)``."""
     validation.positive_int("points", points)
+    validation.same_device(W=W, v=v, X=X, a=a)
     E, _, d = W.shape
     if X.ndim == 3:
         return torch.cat([path_deviation(W[e:e + 1], v[e:e + 1], X[e], a, points) for e in range(E)])

@@ -265,6 +265,14 @@ def test_several_tensors_must_share_device_and_dtype(gen):
         P.make_loss_and_grad(a)([W, v.float()])
     with pytest.raises(ValueError):
         P.network_mc(W, v, a, torch.zeros(5, 4, dtype=torch.float32))
+    Q = torch.eye(3, dtype=DT)
+    for fn in (lambda A, B: P.min_over_target(A, B, 0.05), P.extreme_ratio_over_target):
+        with pytest.raises(ValueError, match="meta"):
+            fn(Q, torch.eye(3, dtype=DT, device="meta"))
+        with pytest.raises(ValueError):
+            fn(Q, Q.float())
+    with pytest.raises(ValueError, match="meta"):
+        P.lemma_terms(W[:, :2], torch.zeros(4, dtype=DT, device="meta"))
 
 
 def test_target_forms_reproduce_the_terms_for_any_target(gen):

@@ -676,6 +676,7 @@ def target_forms(W_eff: Tensor) -> dict[str, Tensor]:
 def min_over_target(A: Tensor, B: Tensor, coef: float) -> Tensor:
     """``min_a (xᵀAx − coef · xᵀBx)`` over ``x = (a, 1)``, ``a ∈ R²``, for a difference that is convex in ``a``
     (Figures 4 and 5: the paper's ``h`` and ``h̃`` minimised over the target; Chapter 7). ``(..., 3, 3) → (...)``."""
+    validation.same_device(A=A, B=B)
     M = A - coef * B
     Q, b, c = M[..., :2, :2], M[..., :2, 2], M[..., 2, 2]
     return c - (b[..., None, :] @ torch.linalg.solve(Q, b[..., None]))[..., 0, 0]
@@ -688,6 +689,7 @@ def extreme_ratio_over_target(A: Tensor, B: Tensor, *, largest: bool = False) ->
     NaN where ``B`` is not positive definite: for ``err`` only at ``w̃1 = −w̃2`` (``r = 1, θ = π``), the optimum
     itself, where both sides vanish.
     """
+    validation.same_device(A=A, B=B)
     Lc, info = torch.linalg.cholesky_ex(B)
     ok = info == 0
     Lc = torch.where(ok[..., None, None], Lc, torch.eye(3, dtype=B.dtype, device=B.device))

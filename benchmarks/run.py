@@ -12,7 +12,13 @@ Sections (see benchmarks/README.md for how to read the output):
    measured in the same run.
 2. ``formulations`` — alternative layouts of the hot path (benchmarks/formulations.py), timed interleaved
    with the dense GEMM, as a fraction of the GEMM rate, with their agreement to relunet's output.
-3. ``hessian`` — the top Hessian eigenvalue of paper A's network by Lanczos on Hessian-vector products
+3. ``scaling`` (the default on CUDA) — ``gd.run`` on paper B's k = 2 workload for ensembles of ``--scaling-E``
+   members (512 … 131072), as a fraction of the same device's square-GEMM rate measured in the same run,
+   beside the workload's ceiling: its two GEMMs alone at their real shapes (``(kE × d)(d × n)`` and
+   ``(kE × n)(n × d)``). Rows: the eager loop, the loop captured in a CUDA graph (``capture=True``), and the
+   captured loop around :mod:`companion.fused`'s inductor-compiled hot path (``--fused-modes``). On the CPU
+   only the eager row runs unless ``--fused-modes`` is given (inductor compiles for half a minute there).
+4. ``hessian`` — the top Hessian eigenvalue of paper A's network by Lanczos on Hessian-vector products
    (:func:`companion.curvature.top_eigenvalue`) against the dense Hessian (torch.func forward-over-reverse
    over all unit vectors, i.e. ``torch.func.hessian``'s computation, run in chunks to fit memory) followed by
    ``torch.linalg.eigvalsh``: time ratio and relative agreement.
@@ -22,7 +28,7 @@ single operations are the minimum over repetitions, with the competing operation
 change of machine load hits both sides. The load average is printed at start and end: on a shared
 machine the ratios move, so rerun on an idle one before comparing with the targets.
 
-Usage: ``python benchmarks/run.py [--quick] [--device cuda] [--sections engine,formulations,hessian]
+Usage: ``python benchmarks/run.py [--quick] [--device cuda] [--sections engine,formulations,scaling,hessian]
 [--json out.json]``; ``--help`` lists the sizes that can be changed.
 """
 from __future__ import annotations
@@ -46,7 +52,9 @@ import formulations  # noqa: E402  (benchmarks/formulations.py)
 from companion import curvature, deepnet, gd, relunet  # noqa: E402
 from companion import device as cdevice  # noqa: E402
 
-TARGETS = {"engine_vs_peer": 50.0, "flop_fraction": 0.60, "lanczos_vs_dense": 100.0, "lanczos_agreement": 1e-8}
+TARGETS = {"engine_vs_peer": 50.0, "flop_fraction": 0.60, "lanczos_vs_dense": 100.0, "lanczos_agreement": 1e-8,
+           # on one GPU (float64, against the same GPU's square GEMM): launch-bound small and memory-bound large ensembles
+           "gpu_fraction_small": 0.20, "gpu_fraction_large": 0.40, "lanczos_vs_dense_cuda": 50.0}
 
 
 # ------------------------------------------------------------------------------------------ timing
@@ -147,7 +155,7 @@ def section_engine(args, dev, dtype, out: dict) -> None:
     X, y, W, v = workload(args, dev, dtype)
     E, k, d, n, T = args.seeds, args.k, args.d, args.n, args.steps
     lg = relunet.make_loss_and_grad(X, y)
-    print(f"\n## 1. Engine vs the peer loop — paper B, k = {k}, d = {d}, n = {n}, {E} seeds, {T} steps, "
+    print(f"\n## Engine vs the peer loop — paper B, k = {k}, d = {d}, n = {n}, {E} seeds, {T} steps, "
           f"{str(dtype).replace('torch.', '')}, μ = {args.lr}, σ = {args.sigma:g}")
     gd.run(lg, [W, v], 3, args.lr, progress=False)                                   # warm-up
     peak_before, which_before = gemm_peak(dev, dtype, args.reps)
@@ -202,7 +210,7 @@ def section_formulations(args, dev, dtype, out: dict) -> None:
     W = W * 1e7 / args.sigma if args.sigma < 1e-6 else W                              # a generic point (masks mixed)
     v = v * 1e7 / args.sigma if args.sigma < 1e-6 else v
     E, k, d, n = args.seeds, args.k, args.d, args.n
-    print(f"\n## 2. Formulations of the hot path (one loss-and-gradient call, {E} members; "
+    print(f"\n## Formulations of the hot path (one loss-and-gradient call, {E} members; "
           f"% of the dense GEMM rate of the same dtype, interleaved)")
     ref = relunet.loss_and_grad(W, v, X, y)
     cands: dict[str, tuple[Callable[[], object], torch.dtype]] = {
@@ -235,8 +243,89 @@ def section_formulations(args, dev, dtype, out: dict) -> None:
     out["formulations"] = res
 
 
+def section_scaling(args, dev, dtype, out: dict) -> None:
+    """``gd.run``'s GEMM fraction against ensemble size, beside the workload's two-GEMM ceiling (see the docstring)."""
+    from companion import fused
+
+    k, d, n = args.k, args.d, args.n
+    Es = [int(e) for e in args.scaling_E.split(",") if e.strip()]
+    modes = [m for m in (args.fused_modes or "").split(",") if m.strip()]
+    if dev.type == "cuda" and args.fused_modes is None:
+        modes = ["default", "max-autotune-no-cudagraphs"]
+    peak, which = gemm_peak(dev, dtype, max(3, args.reps // 3))
+    print(f"\n## Scaling: gd.run on paper B (k = {k}, d = {d}, n = {n}, {str(dtype).replace('torch.', '')}, "
+          f"μ = {args.lr}) as % of this device's square GEMM ({peak / 1e12:.2f} TFLOP/s, {which})")
+    head = ["E", "ceiling (2 GEMMs)", "eager"] + (["captured"] if dev.type == "cuda" else []) + \
+        [f"{'captured + ' if dev.type == 'cuda' else ''}fused {m}" for m in modes] + ["ms/step (best)"]
+    print("   " + " | ".join(head))
+    res = {"peak_tflops": peak / 1e12, "rows": []}
+    g = cdevice.generator(args.seed)
+    a = relunet.unit_target(d, device=dev, dtype=dtype)
+    X, y = relunet.gaussian_data(n, d, a, generator=g, device=dev, dtype=dtype)
+    for E in Es:
+        W, v = relunet.xavier_init(k, d, E, args.sigma, generator=g, device=dev, dtype=dtype)
+        F = formulations.matmul_flops(n, d, k, E)
+        A = cdevice.randn((k * E, d), generator=g, device=dev, dtype=dtype)
+        S = cdevice.randn((k * E, n), generator=g, device=dev, dtype=dtype)
+        Z, M = torch.empty(k * E, n, device=dev, dtype=dtype), torch.empty(k * E, d, device=dev, dtype=dtype)
+        XT = X.T.contiguous()
+        t_gemms = min(interleaved({"g": lambda: (torch.mm(A, XT, out=Z), torch.mm(S, X, out=M))}, args.reps, dev)["g"])
+        del A, S, Z, M
+        T = args.scaling_steps if E <= 8192 else max(10, args.scaling_steps // 4)
+        runs = {"eager": (relunet.make_loss_and_grad(X, y), False)}
+        if dev.type == "cuda":
+            runs["captured"] = (relunet.make_loss_and_grad(X, y), True)
+        for m in modes:
+            runs[f"fused {m}"] = (fused.make_loss_and_grad(X, y, mode=m), dev.type == "cuda")
+        row = {"E": E, "ceiling": F / t_gemms / peak, "steps": T}
+        cells = [f"{E}", f"{row['ceiling']:.1%}"]
+        best = math.inf
+        for name, (lg, cap) in runs.items():
+            gd.run(lg, [W, v], 3, args.lr, progress=False, capture=cap)                   # warm-up (compile, capture)
+            t = min(timed(lambda: gd.run(lg, [W, v], T, args.lr, progress=False, capture=cap), dev)[0]
+                    for _ in range(2))
+            row[name] = F * (T + 1) / t / peak
+            best = min(best, t / T)
+            cells.append(f"{row[name]:.1%} ({row[name] / row['ceiling']:.0%} of ceiling)")
+        cells.append(f"{best * 1e3:.2f}")
+        print("   " + " | ".join(cells), flush=True)
+        res["rows"].append(row)
+        del W, v
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    if dev.type == "cuda":
+        fr = {r["E"]: max(v for kk, v in r.items() if kk not in ("E", "ceiling", "steps")) for r in res["rows"]}
+        small = [fr[E] for E in fr if E <= 512]
+        large = [fr[E] for E in fr if E >= 32768]
+        rows = []
+        if small:
+            rows.append(("best gd.run fraction at E <= 512", f"{min(small):.0%}",
+                         f">= {TARGETS['gpu_fraction_small']:.0%}", min(small) >= TARGETS["gpu_fraction_small"]))
+        if large:
+            rows.append(("best gd.run fraction at E >= 32768", f"{min(large):.0%}",
+                         f">= {TARGETS['gpu_fraction_large']:.0%}", min(large) >= TARGETS["gpu_fraction_large"]))
+        if rows:
+            _table(rows)
+    print("   FLOPs counted: the two GEMMs, 4·n·d·k·E per loss-and-gradient, T + 1 evaluations per run of T steps")
+    out["scaling"] = res
+
+
+def hessian_width_auto(args, dev, dtype) -> int:
+    """The largest hidden width ``h`` (``P = d·h + h² + h``) whose dense Hessian fits: three ``P × P`` matrices
+    (the Hessian, its transpose while symmetrising, ``eigvalsh``'s workspace) in 70 % of free device memory,
+    and ``P <= --hessian-max-p``."""
+    free = torch.cuda.mem_get_info(dev)[0] if dev.type == "cuda" else 8 * 2 ** 30
+    item = torch.finfo(dtype).bits // 8
+    h = 1
+    while True:
+        P = args.hessian_d * (h + 1) + (h + 1) ** 2 + (h + 1)
+        if 3 * P * P * item > 0.7 * free or P > args.hessian_max_p:
+            return h
+        h += 1
+
+
 def section_hessian(args, dev, dtype, out: dict) -> None:
-    h = args.hessian_width
+    h = hessian_width_auto(args, dev, dtype) if args.hessian_width == "auto" else int(args.hessian_width)
     widths = [args.hessian_d, h, h, 1]
     g = cdevice.generator(args.seed)
     params = deepnet.init_params(widths, 1, generator=g, device=dev, dtype=dtype)
@@ -245,7 +334,7 @@ def section_hessian(args, dev, dtype, out: dict) -> None:
     f = curvature.deepnet_loss_fn(params, X, y, "tanh")
     theta = curvature.flatten(params)
     P = theta.shape[1]
-    print(f"\n## 3. Top Hessian eigenvalue: Lanczos on HVPs vs dense Hessian + eigvalsh — paper A's net "
+    print(f"\n## Top Hessian eigenvalue: Lanczos on HVPs vs dense Hessian + eigvalsh — paper A's net "
           f"{widths}, tanh, n = {args.hessian_n}, P = {P} parameters, float64")
     curvature.top_eigenvalue(f, theta, steps=3)                                       # warm-up
     t_lan, lam = timed(lambda: curvature.top_eigenvalue(f, theta, steps=args.lanczos_steps), dev)
@@ -267,12 +356,13 @@ def section_hessian(args, dev, dtype, out: dict) -> None:
 
     t_dense, lam_dense = timed(dense, dev)
     ratio, rel = t_dense / t_lan, abs(lam - lam_dense) / abs(lam_dense)
-    _table([("dense time / Lanczos time", f"{ratio:.0f}x", f">= {TARGETS['lanczos_vs_dense']:.0f}x",
-             ratio >= TARGETS["lanczos_vs_dense"]),
+    target = TARGETS["lanczos_vs_dense_cuda" if dev.type == "cuda" else "lanczos_vs_dense"]
+    _table([("dense time / Lanczos time", f"{ratio:.0f}x", f">= {target:.0f}x", ratio >= target),
             ("|λ_Lanczos − λ_dense| / |λ_dense|", f"{rel:.1e}", f"<= {TARGETS['lanczos_agreement']:.0e}",
              rel <= TARGETS["lanczos_agreement"])])
     print(f"   λ_max = {lam_dense:.12g}; Lanczos {args.lanczos_steps} steps (full reorthogonalisation)")
-    out["hessian"] = {"P": P, "ratio": ratio, "rel_err": rel, "lambda_dense": lam_dense, "lambda_lanczos": lam}
+    print(f"   times: dense {t_dense:.2f} s, Lanczos {t_lan:.3f} s")
+    out["hessian"] = {"P": P, "t_dense": t_dense, "t_lanczos": t_lan, "ratio": ratio, "rel_err": rel, "lambda_dense": lam_dense, "lambda_lanczos": lam}
 
 
 def section_chapters(args, dev, dtype, out: dict) -> None:
@@ -306,9 +396,10 @@ def parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="small sizes: a smoke run of every section (~1 min)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: companion's policy, CUDA when available)")
-    p.add_argument("--sections", default="engine,formulations,hessian",
-                   help="comma-separated: engine, formulations, hessian, chapters (item 4: the quick test command "
-                        "per chapter and the last book build's times; ~10 min more, not in the default)")
+    p.add_argument("--sections", default=None,
+                   help="comma-separated: engine, formulations, scaling, hessian, chapters (the quick test command "
+                        "per chapter and the last book build's times; ~10 min more, not in the default). Default: "
+                        "engine,formulations,hessian on the CPU; engine,scaling,hessian on CUDA")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     p.add_argument("--clock", default="wall", choices=["wall", "cpu"],
                    help="wall: elapsed time (default); cpu: this process's CPU time, for a loaded shared machine "
@@ -324,7 +415,15 @@ def parse(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--peer-seeds", type=int, default=8, help="seeds the peer loop runs (then extrapolated)")
     p.add_argument("--reps", type=int, default=15, help="repetitions of each interleaved timing")
-    p.add_argument("--hessian-width", type=int, default=100, help="hidden width h: P = 100h + h² + h (h=100: 20,100)")
+    p.add_argument("--hessian-width", default=None,
+                   help="hidden width h: P = 100h + h² + h (h=100: 20,100); 'auto': the largest whose dense Hessian "
+                        "fits in memory (default: 100 on the CPU, auto on CUDA)")
+    p.add_argument("--hessian-max-p", type=int, default=70_000, help="cap on P for --hessian-width auto")
+    p.add_argument("--scaling-E", default="512,4096,32768,131072", help="ensemble sizes of the scaling section")
+    p.add_argument("--scaling-steps", type=int, default=100, help="GD steps per timed run (a quarter above E = 8192)")
+    p.add_argument("--fused-modes", default=None,
+                   help="torch.compile modes of companion.fused to time in the scaling section (comma-separated; "
+                        "default on CUDA: default,max-autotune-no-cudagraphs; on the CPU: none)")
     p.add_argument("--hessian-d", type=int, default=100)
     p.add_argument("--hessian-n", type=int, default=200)
     p.add_argument("--hessian-chunk", type=int, default=512, help="unit vectors per vmap chunk of the dense Hessian")
@@ -332,7 +431,9 @@ def parse(argv=None):
     args = p.parse_args(argv)
     if args.quick:
         args.steps, args.peer_seeds, args.reps = min(args.steps, 100), min(args.peer_seeds, 2), min(args.reps, 5)
-        args.hessian_width = min(args.hessian_width, 30)
+        args.hessian_width = "30" if args.hessian_width in (None, "auto") else str(min(int(args.hessian_width), 30))
+        args.scaling_E = ",".join(e for e in args.scaling_E.split(",") if int(e) <= 4096) or "512"
+        args.scaling_steps = min(args.scaling_steps, 20)
     return args
 
 
@@ -341,6 +442,10 @@ def main(argv=None) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     dev, dtype = cdevice.resolve(args.device, torch.float64)
+    if args.sections is None:
+        args.sections = "engine,scaling,hessian" if dev.type == "cuda" else "engine,formulations,hessian"
+    if args.hessian_width is None:
+        args.hessian_width = "auto" if dev.type == "cuda" else "100"
     if args.clock == "cpu":
         if dev.type != "cpu" or torch.get_num_threads() != 1:
             raise SystemExit("--clock cpu needs --device cpu and --threads 1 (CPU time of one thread is its compute time)")
@@ -353,8 +458,8 @@ def main(argv=None) -> dict:
           + (" (QUICK smoke sizes: not the benchmark)" if args.quick else ""))
     t0 = time.perf_counter()
     for sec in [s.strip() for s in args.sections.split(",") if s.strip()]:
-        {"engine": section_engine, "formulations": section_formulations, "hessian": section_hessian,
-         "chapters": section_chapters}[sec](args, dev, dtype, out)
+        {"engine": section_engine, "formulations": section_formulations, "scaling": section_scaling,
+         "hessian": section_hessian, "chapters": section_chapters}[sec](args, dev, dtype, out)
     load1 = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
     print(f"\nload average at end {load1[0]:.2f} (1 min), {load1[1]:.2f} (5 min) on {os.cpu_count()} CPUs; "
           f"total {time.perf_counter() - t0:.0f} s")

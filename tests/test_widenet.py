@@ -5,15 +5,15 @@ import pytest
 import torch
 from torch.func import hessian, jacrev, jvp
 
-from companion import curvature, widenet as wn
+from companion import curvature, device, widenet as wn
 
 DT = torch.float64
 
 
 def _setup(gen, arch, m=7, H=3, d=4, n=5, E=2, act="tanh"):
     net = wn.Net(arch, act)
-    p = wn.init_params(d, m, H, E, generator=gen, dtype=DT, device_="cpu")
-    X = wn.sphere_inputs(n, d, generator=gen, dtype=DT, device_="cpu")
+    p = wn.init_params(d, m, H, E, generator=gen, dtype=DT, device="cpu")
+    X = wn.sphere_inputs(n, d, generator=gen, dtype=DT, device="cpu")
     return net, p, X
 
 
@@ -48,34 +48,88 @@ def test_grams_match_jacrev(gen, arch, act):
 
 @pytest.mark.parametrize("arch", ["fc", "res"])
 def test_hvp_lanczos_and_eigenvector_match_dense_hessian(gen, arch):
+    """output_hessian_norm (curvature.lanczos, three-vector mode, Ritz vector by a second pass) = dense Hessian."""
     net, p, X = _setup(gen, arch)
     v = wn.random_direction(p, 1.0, generator=gen)
     hv_a, hv_f = wn.output_hvp(p, X[0], v, net), wn.output_hvp(p, X[0], v, net, method="func")
     for k in p:
         assert torch.allclose(hv_a[k], hv_f[k], atol=1e-12, rtol=0)
-    norm, vec = wn.output_hessian_norm(p, X[0], net, iters=60, generator=gen, return_vector=True)
+    norm, hist, vec = wn.output_hessian_norm(p, X[0], net, iters=60, generator=gen, return_history=True,
+                                             return_vector=True)
+    assert hist.shape == (2, 60) and torch.all(hist.diff(dim=1) >= -1e-10)
     for e in range(2):
         f, flat = _flat_fn(_member(p, e), X[0], net)
         ev = torch.linalg.eigvalsh(hessian(f)(flat))
         assert abs(norm[e] - ev.abs().max()) <= 1e-8 * ev.abs().max()
     Hv = wn.output_hvp(p, X[0], vec, net)
     lam = wn.dot(Hv, vec)
-    resid = wn.sq_norm({k: Hv[k] - wn._bc(lam, Hv[k]) * vec[k] for k in Hv}).sqrt()
+    resid = wn.sq_norm({k: Hv[k] - lam.view(-1, *([1] * (Hv[k].ndim - 1))) * vec[k] for k in Hv}).sqrt()
     assert torch.all(resid <= 1e-6 * norm) and torch.allclose(lam.abs(), norm, rtol=1e-8)
 
 
-def test_lanczos_agrees_with_shared_curvature_module(gen):
-    """The low-memory dict Lanczos against companion.curvature's (full reorthogonalisation) on one operator."""
+def test_output_hessian_norm_is_curvature_lanczos(gen):
+    """The chapter's Hessian norm is companion.curvature.lanczos on the flattened operator (full reorthogonalisation
+    gives the same extremes)."""
     net, p, X = _setup(gen, "fc", m=5, H=2)
-    keys, shapes = list(p), [tuple(v.shape[1:]) for v in p.values()]
+    shapes = {k: tuple(v.shape[1:]) for k, v in p.items()}
 
     def mv_flat(q):
-        d = dict(zip(keys, curvature.unflatten(q, shapes)))
-        return curvature.flatten([wn.output_hvp(p, X[1], d, net)[k] for k in keys])
-    P_ = sum(math.prod(s) for s in shapes)
+        return curvature.flatten(wn.output_hvp(p, X[1], curvature.unflatten(q, shapes), net))
+    P_ = sum(math.prod(s) for s in shapes.values())
     ritz = curvature.lanczos(mv_flat, 2, P_, P_, generator=gen)
-    lo, hi = wn.lanczos_extremes(lambda v: wn.output_hvp(p, X[1], v, net), wn.random_direction(p, 1.0, generator=gen), 40)
-    assert torch.allclose(hi[:, -1], ritz[:, -1], rtol=1e-8) and torch.allclose(lo[:, -1], ritz[:, 0], rtol=1e-8)
+    norm = wn.output_hessian_norm(p, X[1], net, iters=40, generator=gen)
+    assert torch.allclose(norm, torch.maximum(ritz[:, 0].abs(), ritz[:, -1]), rtol=1e-8)
+
+
+@pytest.mark.parametrize("arch", ["fc", "res"])
+def test_dense_references_loss_hessian_and_identity(gen, arch):
+    """JJ^T, G_H, output and loss Hessian norms and the identity ∇²L = JᵀJ + Σ r_i ∇²f_i against dense references."""
+    net, p, X = _setup(gen, arch, m=6, H=3, n=4)
+    y = device.randn(4, generator=gen, dtype=DT, device="cpu")
+    err = wn.dense_reference_errors(p, X, y, net, generator=gen)
+    assert max(err.values()) <= 1e-10, err
+
+
+def test_loss_hvp_splits_into_gauss_newton_and_curvature(gen):
+    net, p, X = _setup(gen, "fc")
+    y = device.randn(X.shape[0], generator=gen, dtype=DT, device="cpu")
+    v = wn.random_direction(p, 1.0, generator=gen)
+    r = (wn.forward(p, X, net) - y).detach()
+    Jv = wn.jvp_outputs(p, X, v, net)                                          # (E, n)
+    JtJv = torch.func.grad(lambda q: (wn.forward(q, X, net) * Jv).sum())(p)
+    curv = wn.weighted_output_hvp(p, X, r, v, net)
+    hv = wn.loss_hvp(p, X, y, v, net)
+    for k in p:
+        assert torch.allclose(hv[k], JtJv[k] + curv[k], atol=1e-12, rtol=0)
+
+
+def test_per_member_inputs_and_batched_hessian_norms(gen):
+    """X of shape (E, n, d): member e sees its own inputs; output_hessian_norms = one run per input."""
+    net, p, _ = _setup(gen, "res")
+    X = wn.sphere_inputs(10, 4, generator=gen, dtype=DT, device="cpu").reshape(2, 5, 4)
+    for e in range(2):
+        assert torch.allclose(wn.ntk(p, X, net)[e], wn.ntk(_member(p, e), X[e], net)[0], atol=1e-14, rtol=0)
+    a = wn.output_hessian_norms(p, X, net, iters=60, generator=gen)
+    b = torch.stack([wn.output_hessian_norm(p, X[:, i], net, iters=60, generator=gen) for i in range(5)], 1)
+    assert a.shape == (2, 5) and torch.allclose(a, b, rtol=1e-8)
+    with pytest.raises(ValueError, match="X must have shape"):
+        wn.ntk(p, X[:1], net)
+
+
+def test_feature_and_backward_drift(gen):
+    """Zero at h = 0; linear in h for small h; the last backward vector is a, so its drift is |Δa|."""
+    net, p, X = _setup(gen, "fc", m=16, H=3)
+    h = wn.random_direction(p, 1e-4, generator=gen)
+    zero = {k: torch.zeros_like(v) for k, v in p.items()}
+    assert all(torch.all(v == 0) for v in wn.feature_drift(p, X, zero, net).values())
+    f1, f2 = wn.feature_drift(p, X, h, net), wn.feature_drift(p, X, wn.scale_to(h, 2e-4), net)
+    for k in ("x", "z"):
+        assert f1[k].shape == (2, 3) and torch.allclose(f2[k] / f1[k], torch.full_like(f1[k], 2.0), rtol=1e-3)
+    bd = wn.backward_drift(p, X, h, net)
+    assert torch.allclose(bd["drift"][:, -1], h["a"].norm(dim=1))
+    b0 = wn.backward_vectors(p, X, net)
+    l2 = torch.stack([b.norm(dim=-1).max(-1).values for b in b0], -1)
+    assert torch.allclose(wn.backward_drift(p, X, zero, net)["l2"], l2)
 
 
 def test_jvp_and_taylor_remainder(gen):
@@ -91,8 +145,8 @@ def test_jvp_and_taylor_remainder(gen):
 def test_c_sigma_normalises_the_first_layer(gen):
     assert abs(wn.c_sigma("tanh") * 0.394294 - 1) < 1e-4                       # E tanh(g)^2 = 0.394294...
     net = wn.Net("fc", "tanh")
-    p = wn.init_params(6, 4000, 2, 1, generator=gen, dtype=DT, device_="cpu")
-    X = wn.sphere_inputs(3, 6, generator=gen, dtype=DT, device_="cpu")
+    p = wn.init_params(6, 4000, 2, 1, generator=gen, dtype=DT, device="cpu")
+    X = wn.sphere_inputs(3, 6, generator=gen, dtype=DT, device="cpu")
     xs = wn._forward(p, X, net)[1]
     assert torch.allclose((xs[1] ** 2).sum(-1), torch.ones(1, 3, dtype=DT), rtol=0.1)
 
@@ -108,8 +162,39 @@ def test_ascent_direction_moves_gram_more_than_random(gen):
 def test_ball_measurements_keys_and_shapes(gen):
     net, p, X = _setup(gen, "fc", m=16, H=2)
     out = wn.ball_measurements(p, X, 0.5, net, iters=6, generator=gen, ball_hessian=True)
-    assert {"gram_adv_entry", "hess", "hess_ball", "taylor", "M", "J"} <= set(out)
+    assert {"gram_adv_entry", "hess", "hess_ball", "taylor", "feat_x", "feat_z", "back_drift", "resid", "M", "J"} <= set(out)
     assert all(v.shape == (2,) and torch.isfinite(v).all() for v in out.values())
+    y = device.randn(X.shape[0], generator=gen, dtype=DT, device="cpu")
+    lo = wn.loss_hessian_measurements(p, X, y, 0.5, net, iters=12, generator=gen)
+    assert all(v.shape == (2,) and torch.isfinite(v).all() for v in lo.values())
+    assert torch.all(lo["hess_loss"] <= lo["bound"] * (1 + 1e-9))              # the bound, with measured factors
+    assert torch.all(lo["r"] <= lo["r0"] + 0.5 * lo["Jmax"] * 1.01)            # residual bound along the segment
+
+
+def test_sweep_point_is_reproducible():
+    a = wn.sweep_point(16, 2, 0.5, n=4, d=3, members=2, data_seed=0, init_seed=1, iters=6)
+    b = wn.sweep_point(16, 2, 0.5, n=4, d=3, members=2, data_seed=0, init_seed=1, iters=6)
+    assert all((a[k] == b[k]).all() for k in a) and a["J"].shape == (2,)
+
+
+def test_device_and_dtype_mixes_are_named(gen):
+    """Several tensors in one call: a ValueError naming both (float32 and meta-device stand-ins for a second device)."""
+    net, p, X = _setup(gen, "fc")
+    with pytest.raises(ValueError, match="X has dtype torch.float32 but params has dtype torch.float64"):
+        wn.last_layer_gram(p, X.float(), net)
+    with pytest.raises(ValueError, match="X is on meta but params is on cpu"):
+        wn.forward(p, torch.zeros(X.shape, dtype=DT, device="meta"), net)
+    h = wn.random_direction(p, 1.0, generator=gen)
+    with pytest.raises(ValueError, match="has dtype torch.float32"):
+        wn.jvp_outputs(p, X, {**h, "a": h["a"].float()}, net)
+    with pytest.raises(ValueError, match="W2 is on meta but W1 is on cpu"):
+        wn.forward({**p, "W2": torch.zeros(p["W2"].shape, dtype=DT, device="meta")}, X, net)
+    with pytest.raises(ValueError, match="coef has dtype"):
+        wn.gradient_direction(p, X, 1.0, torch.ones(2, X.shape[0]), net)
+    with pytest.raises(ValueError, match="G0 has dtype"):
+        wn.gram_drift(torch.zeros(1, 2, 2, dtype=DT), torch.zeros(1, 2, 2))
+    with pytest.raises(ValueError, match="y is on meta"):
+        wn.loss_hvp(p, X, torch.zeros(X.shape[0], dtype=DT, device="meta"), h, net)
 
 
 def test_bad_inputs(gen):

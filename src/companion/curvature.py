@@ -7,18 +7,21 @@ Generic over the model: a *loss function* here maps a batch of flat parameter ve
 
 * :func:`hvp` — ``H_e v_e`` for all members, ``(E, P)``;
 * :func:`hessian` — dense ``(E, P, P)`` Hessians (small ``P``; the reference for validation);
-* :func:`lanczos` / :func:`extreme_eigenvalues` / :func:`top_eigenvalue` / :func:`spectral_norm` — a batched
-  Lanczos iteration with full reorthogonalisation, vectorised over the ensemble (torch, CPU or GPU);
+* :func:`lanczos` / :func:`extreme_eigenvalues` / :func:`top_eigenvalue` / :func:`spectral_norm` — the package's
+  one Lanczos iteration, vectorised over the ensemble (torch, CPU or GPU): full reorthogonalisation by default, or
+  the three-vector recurrence for operators too large to store a Krylov basis of (paper C's output Hessians,
+  Chapter 13), with the running extreme Ritz values and the top Ritz vector on request (:class:`LanczosResult`);
 * :func:`eigsh` — the same quantities through ``scipy.sparse.linalg.eigsh`` on a ``LinearOperator``, one
   member at a time (an independent reference);
 * :func:`flatten` / :func:`unflatten` / :func:`deepnet_loss_fn` — adapters for paper A's network
-  (:mod:`companion.deepnet`); other models (paper C) pass their own loss function.
+  (:mod:`companion.deepnet`) and for parameter dicts (paper C's :mod:`companion.widenet`, Chapter 13).
 
 Validated in float64 against the dense Hessian to ``rtol = 1e-8`` (``tests/test_curvature.py``).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -44,18 +47,30 @@ def _loss_values(loss_fn: LossFn, theta: Tensor) -> Tensor:
 
 
 # --------------------------------------------------------------------------------------------- adapters
-def flatten(params: Sequence[Tensor]) -> Tensor:
-    """Concatenate parameter tensors ``(E, …)`` into flat vectors ``(E, P)`` (row-major, layer by layer)."""
+def flatten(params: Sequence[Tensor] | dict) -> Tensor:
+    """Concatenate parameter tensors ``(E, …)`` into flat vectors ``(E, P)`` (row-major, layer by layer).
+
+    ``params``: a list/tuple of tensors, or a dict of them (flattened in its key order, as paper C's
+    parameter dicts of :mod:`companion.widenet`, Chapter 13)."""
+    if isinstance(params, dict):
+        params = list(params.values())
     if not isinstance(params, (list, tuple)) or not params:
-        raise ValueError("params must be a non-empty list of tensors with a leading ensemble axis")
+        raise ValueError("params must be a non-empty list (or dict) of tensors with a leading ensemble axis")
     E = params[0].shape[0]
     if any(p.shape[0] != E for p in params):
         raise ValueError("every parameter tensor needs the same leading ensemble size")
+    validation.same_device(**{f"params[{i}]": p for i, p in enumerate(params)})
     return torch.cat([p.reshape(E, -1) for p in params], dim=1)
 
 
-def unflatten(theta: Tensor, shapes: Sequence[Sequence[int]]) -> list[Tensor]:
-    """Inverse of :func:`flatten`: ``theta (E, P)`` into tensors ``(E, *shape)`` for each per-member ``shape``."""
+def unflatten(theta: Tensor, shapes: Sequence[Sequence[int]] | dict) -> list[Tensor] | dict:
+    """Inverse of :func:`flatten`: ``theta (E, P)`` into tensors ``(E, *shape)`` for each per-member ``shape``.
+
+    ``shapes``: a list of per-member shapes (returns a list of views), or a dict ``{name: shape}`` (returns a
+    dict in that key order)."""
+    names = None
+    if isinstance(shapes, dict):
+        names, shapes = list(shapes), list(shapes.values())
     sizes = [math.prod(s) for s in shapes]
     if theta.ndim != 2 or theta.shape[1] != sum(sizes):
         raise ValueError(f"theta must be (E, {sum(sizes)}) for shapes {list(map(tuple, shapes))}, got {tuple(theta.shape)}")
@@ -63,7 +78,7 @@ def unflatten(theta: Tensor, shapes: Sequence[Sequence[int]]) -> list[Tensor]:
     for s, n in zip(shapes, sizes):
         out.append(theta[:, i:i + n].reshape(theta.shape[0], *s))
         i += n
-    return out
+    return out if names is None else dict(zip(names, out))
 
 
 def deepnet_loss_fn(params_like: Sequence[Tensor], X: Tensor, y: Tensor, act) -> LossFn:
@@ -81,13 +96,14 @@ def hvp(loss_fn: LossFn, theta: Tensor, v: Tensor) -> Tensor:
 
     Used for the local smoothness of paper A's loss, Lemma 4.5 (Chapter 2).
     """
+    validation.same_device(theta=theta, v=v)
     _check_theta(theta)
     validation.tensor("v", v, ndim=2)
     if v.shape != theta.shape:
         raise ValueError(f"v must have the shape of theta {tuple(theta.shape)}, got {tuple(v.shape)}")
     _loss_values(loss_fn, theta.detach())
     total = lambda th: loss_fn(th).sum()
-    return torch.func.jvp(torch.func.grad(total), (theta.detach(),), (v.to(theta),))[1].detach()
+    return torch.func.jvp(torch.func.grad(total), (theta.detach(),), (v,))[1].detach()
 
 
 def hessian(loss_fn: LossFn, theta: Tensor) -> Tensor:
@@ -104,36 +120,95 @@ def hessian(loss_fn: LossFn, theta: Tensor) -> Tensor:
 
 
 # -------------------------------------------------------------------------------------------- Lanczos
+@dataclass(frozen=True)
+class LanczosResult:
+    """What :func:`lanczos` returns when asked for more than the Ritz values.
+
+    ``ritz``: the Ritz values after the last step, ascending, ``(E, k)``; ``low``/``high``: the smallest and
+    largest Ritz value after each step, ``(E, k)`` (column ``j`` after ``j + 1`` steps: extreme Ritz values converge
+    monotonically from inside the spectrum, so ``max(|low|, |high|)`` is a lower estimate of the operator norm
+    that increases with ``j``); ``vector``: the unit Ritz vector of the Ritz value of largest modulus, ``(E, P)``
+    (``None`` unless asked)."""
+
+    ritz: Tensor
+    low: Tensor
+    high: Tensor
+    vector: Tensor | None = None
+
+    @property
+    def norm(self) -> Tensor:
+        """``max(|λ_min|, |λ_max|)`` of the Ritz values per member, ``(E,)``: the estimate of ``‖A‖_op``."""
+        return torch.maximum(self.ritz[:, 0].abs(), self.ritz[:, -1].abs())
+
+
+def _project_out(w: Tensor, vecs: Sequence[Tensor]) -> Tensor:
+    for q in vecs:
+        w = w - (w * q).sum(1, keepdim=True) * q
+    return w
+
+
 def lanczos(matvec: Callable[[Tensor], Tensor], E: int, P: int, steps: int, *, generator: torch.Generator | None = None,
-            device=None, dtype=torch.float64) -> Tensor:
-    """Batched Lanczos with full reorthogonalisation on ``E`` symmetric ``P×P`` operators at once.
+            device=None, dtype=torch.float64, v0: Tensor | None = None, reorthogonalize: bool = True,
+            history: bool = False, vector: bool = False):
+    """Batched Lanczos on ``E`` symmetric ``P×P`` operators at once (the package's one Lanczos iteration).
 
     ``matvec``: ``(E, P) -> (E, P)``, member ``e``'s operator applied to row ``e``. Runs ``k = min(steps, P)``
-    iterations; when a member's Krylov space is exhausted (``β ≈ 0``) it restarts with a fresh random vector
-    orthogonal to the previous ones (``β = 0`` in ``T``), so with ``k = P`` the Ritz values are all the
-    eigenvalues. Returns the Ritz values, ascending, ``(E, k)``.
+    iterations from ``v0`` (``(E, P)``; default a Gaussian draw from ``generator``, drawn on the CPU).
+
+    * ``reorthogonalize=True`` (default): full reorthogonalisation against the stored Krylov basis
+      (``E·k·P`` numbers). When a member's Krylov space is exhausted (``β ≈ 0``) it restarts with a fresh random
+      vector orthogonal to the previous ones (``β = 0`` in ``T``), so with ``k = P`` the Ritz values are all the
+      eigenvalues.
+    * ``reorthogonalize=False``: the plain three-term recurrence, holding three vectors per member whatever
+      ``k`` (for operators too large to store a basis of, such as paper C's output Hessians at width 4096,
+      Chapter 13). Lost orthogonality only duplicates converged Ritz values; the extremes are not moved.
+
+    Returns the Ritz values, ascending, ``(E, k)``; with ``history`` or ``vector`` a :class:`LanczosResult`
+    (the running extremes, and the unit Ritz vector of the largest-modulus Ritz value — without
+    reorthogonalisation it is rebuilt by a second, identical pass of the recurrence, so memory stays at three
+    vectors). Paper A, Lemma 4.5 (Chapter 2) and paper C's output Hessian (Chapter 13).
     """
     validation.positive_int("E", E)
     validation.positive_int("P", P)
     validation.positive_int("steps", steps)
     k = min(steps, P)
     dev = torch.device(device) if device is not None else None
-    q = randn((E, P), generator=generator, dtype=dtype, device=dev)
+    if v0 is None:
+        q = randn((E, P), generator=generator, dtype=dtype, device=dev)
+    else:
+        validation.tensor("v0", v0, ndim=2)
+        if v0.shape != (E, P):
+            raise ValueError(f"v0 must have shape ({E}, {P}), got {tuple(v0.shape)}")
+        q = v0.to(dtype=dtype, device=dev if dev is not None else v0.device)
+        if bool((q.norm(dim=1) == 0).any()):
+            raise ValueError("v0 must have a non-zero row for every member")
     q = q / q.norm(dim=1, keepdim=True)
-    Q = torch.zeros(E, k, P, dtype=dtype, device=q.device)
+    q_start = q
+    Q = torch.zeros(E, k, P, dtype=dtype, device=q.device) if reorthogonalize else None
     alphas = torch.zeros(E, k, dtype=dtype, device=q.device)
     betas = torch.zeros(E, max(k - 1, 0), dtype=dtype, device=q.device)
     scale = torch.zeros(E, dtype=dtype, device=q.device)
+    lows, highs, restarts = [], [], {}
+    q_prev = None
     for j in range(k):
-        Q[:, j] = q
+        if Q is not None:
+            Q[:, j] = q
         w = matvec(q)
-        if w.shape != (E, P):
-            raise ValueError(f"matvec must return shape ({E}, {P}), got {tuple(w.shape)}")
+        if not isinstance(w, Tensor) or w.shape != (E, P):
+            raise ValueError(f"matvec must return shape ({E}, {P}), got {tuple(getattr(w, 'shape', ()))}")
         alphas[:, j] = (w * q).sum(1)
         scale = torch.maximum(scale, w.norm(dim=1))
-        basis = Q[:, : j + 1]
-        for _ in range(2):  # full reorthogonalisation, twice ("twice is enough")
-            w = w - torch.einsum("ejp,ej->ep", basis, torch.einsum("ejp,ep->ej", basis, w))
+        if history:
+            T = torch.diag_embed(alphas[:, : j + 1]) + torch.diag_embed(betas[:, :j], 1) + torch.diag_embed(betas[:, :j], -1)
+            ev = torch.linalg.eigvalsh(T)
+            lows.append(ev[:, 0])
+            highs.append(ev[:, -1])
+        if Q is not None:
+            basis = Q[:, : j + 1]
+            for _ in range(2):  # full reorthogonalisation, twice ("twice is enough")
+                w = w - torch.einsum("ejp,ej->ep", basis, torch.einsum("ejp,ep->ej", basis, w))
+        else:
+            w = w - alphas[:, j, None] * q - (0 if q_prev is None else betas[:, j - 1, None] * q_prev)
         if j == k - 1:
             break
         beta = w.norm(dim=1)
@@ -141,13 +216,47 @@ def lanczos(matvec: Callable[[Tensor], Tensor], E: int, P: int, steps: int, *, g
         if bool(dead.any()):  # restart those members with a random vector orthogonal to their basis
             r = randn((E, P), generator=generator, dtype=dtype, device=q.device)
             for _ in range(2):
-                r = r - torch.einsum("ejp,ej->ep", basis, torch.einsum("ejp,ep->ej", basis, r))
+                if Q is not None:
+                    r = r - torch.einsum("ejp,ej->ep", Q[:, : j + 1], torch.einsum("ejp,ep->ej", Q[:, : j + 1], r))
+                else:
+                    r = _project_out(r, [q] + ([] if q_prev is None else [q_prev]))
             w = torch.where(dead[:, None], r, w)
             beta = torch.where(dead, torch.zeros_like(beta), beta)
+            restarts[j] = (dead, r / r.norm(dim=1, keepdim=True))
         betas[:, j] = beta
-        q = w / w.norm(dim=1, keepdim=True)
+        q_prev, q = q, w / w.norm(dim=1, keepdim=True)
     T = torch.diag_embed(alphas) + torch.diag_embed(betas, 1) + torch.diag_embed(betas, -1)
-    return torch.linalg.eigvalsh(T)
+    if not (history or vector):
+        return torch.linalg.eigvalsh(T)
+    ev, vecs = torch.linalg.eigh(T)
+    y = None
+    if vector:
+        idx = torch.where(ev[:, -1].abs() >= ev[:, 0].abs(), k - 1, 0)
+        coef = vecs[torch.arange(E, device=vecs.device), :, idx]                  # (E, k)
+        if Q is not None:
+            y = torch.einsum("ej,ejp->ep", coef, Q)
+        else:
+            y = _lanczos_rebuild(matvec, q_start, alphas, betas, coef, restarts)
+        y = y / y.norm(dim=1, keepdim=True)
+    low = torch.stack(lows, 1) if history else ev[:, :1].expand(E, k)
+    high = torch.stack(highs, 1) if history else ev[:, -1:].expand(E, k)
+    return LanczosResult(ev, low, high, y)
+
+
+def _lanczos_rebuild(matvec, q: Tensor, alphas: Tensor, betas: Tensor, coef: Tensor, restarts: dict) -> Tensor:
+    """Second pass of the three-term recurrence with the first pass's coefficients: ``Σ_j coef_j q_j``."""
+    k = alphas.shape[1]
+    y = coef[:, :1] * q
+    q_prev = None
+    for j in range(k - 1):
+        w = matvec(q) - alphas[:, j, None] * q - (0 if q_prev is None else betas[:, j - 1, None] * q_prev)
+        nxt = w / w.norm(dim=1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny)
+        if j in restarts:
+            dead, r = restarts[j]
+            nxt = torch.where(dead[:, None], r, nxt)
+        q_prev, q = q, nxt
+        y = y + coef[:, j + 1:j + 2] * q
+    return y
 
 
 def extreme_eigenvalues(loss_fn: LossFn, theta: Tensor, steps: int = 60, *, seed: int = 0) -> tuple[Tensor, Tensor]:

@@ -17,9 +17,8 @@ ensemble axis ``E``. Members are independent, so derivatives of the ensemble *su
 per-member derivatives; that is how :mod:`torch.func` (``grad``) is applied below without ``vmap``.
 The output Hessian is only ever touched through Hessian-vector products (double backward by default,
 ``torch.func`` forward-over-reverse on request — equal, tested; the first has far less per-call overhead on a CPU),
-and its spectral norm comes from a low-memory batched Lanczos iteration (:func:`lanczos_extremes`; cross-checked
-against :func:`companion.curvature.lanczos`, which stores the whole Krylov basis — gigabytes at m = 4096):
-nothing of size ``P × P`` is ever formed. Jacobians are never formed either: each output gradient with respect
+and its spectral norm comes from :func:`companion.curvature.lanczos` in its three-vector mode (no stored Krylov
+basis: at m = 2048 one parameter vector has 4.2 million entries per member): nothing of size ``P × P`` is ever formed. Jacobians are never formed either: each output gradient with respect
 to ``W_h`` is the rank-one matrix ``u_{h,i} x_{h−1,i}ᵀ``, so Gram matrices and ``J h`` come from one backward pass.
 """
 from __future__ import annotations
@@ -33,7 +32,8 @@ import torch
 from torch import Tensor
 from torch.func import grad, jvp
 
-from . import activations, device, validation
+from . import activations, curvature, validation
+from . import device as _device
 from .device import randn
 
 ARCHS = ("fc", "res")
@@ -81,6 +81,8 @@ def check_params(params: Params) -> tuple[int, int, int, int]:
     expected = {f"W{h}" for h in range(1, H + 1)} | {"a"}
     if set(params) != expected:
         raise ValueError(f"params keys must be {sorted(expected)}, got {sorted(params)}")
+    if all(isinstance(v, Tensor) for v in params.values()):
+        validation.same_device(**params)
     W1 = validation.tensor("W1", params["W1"], ndim=3)
     E, m, d = W1.shape
     validation.tensor("a", params["a"], ndim=2)
@@ -93,13 +95,37 @@ def check_params(params: Params) -> tuple[int, int, int, int]:
     return E, m, d, H
 
 
+def _check(params: Params, **tensors) -> tuple[int, int, int, int]:
+    """:func:`check_params`, then every further tensor (or parameter dict) on the parameters' device and dtype
+    (checked first, so a tensor on another device is named before anything else is read)."""
+    shape = check_params(params)
+    ref = {"params": params["a"]}
+    for name, t in tensors.items():
+        if isinstance(t, dict):
+            if set(t) != set(params):
+                raise ValueError(f"{name} must have the keys of params {sorted(params)}, got {sorted(t)}")
+            for k, v in t.items():
+                if isinstance(v, Tensor):
+                    validation.same_device(**ref, **{f"{name}[{k!r}]": v})
+                validation.tensor(f"{name}[{k!r}]", v)
+                if v.shape != params[k].shape:
+                    raise ValueError(f"{name}[{k!r}] must have shape {tuple(params[k].shape)}, got {tuple(v.shape)}")
+        else:
+            if isinstance(t, Tensor):
+                validation.same_device(**ref, **{name: t})
+            validation.tensor(name, t)
+    if "X" in tensors:
+        _check_X(tensors["X"], shape[2], shape[0])
+    return shape
+
+
 def init_params(d: int, m: int, H: int, ensemble: int = 1, *, generator: torch.Generator | None = None,
-                device_=None, dtype=None) -> Params:
+                device=None, dtype=None) -> Params:
     """Gaussian initialisation θ0 (paper C / Du et al.): every entry of ``W_h`` and ``a`` is ``N(0, 1)``,
     so ``‖a‖ ≈ √m`` (Chapter 13). Returns ``{"W1": (E, m, d), "W2".."WH": (E, m, m), "a": (E, m)}``."""
     for name, v in (("d", d), ("m", m), ("H", H), ("ensemble", ensemble)):
         validation.positive_int(name, v)
-    dev, dt = device.resolve(device_, dtype)
+    dev, dt = _device.resolve(device, dtype)
     p = {"W1": randn((ensemble, m, d), generator=generator, device=dev, dtype=dt)}
     for h in range(2, H + 1):
         p[f"W{h}"] = randn((ensemble, m, m), generator=generator, device=dev, dtype=dt)
@@ -107,11 +133,11 @@ def init_params(d: int, m: int, H: int, ensemble: int = 1, *, generator: torch.G
     return p
 
 
-def sphere_inputs(n: int, d: int, *, generator: torch.Generator | None = None, device_=None, dtype=None) -> Tensor:
+def sphere_inputs(n: int, d: int, *, generator: torch.Generator | None = None, device=None, dtype=None) -> Tensor:
     """``n`` inputs drawn uniformly on the unit sphere of ``R^d``, shape ``(n, d)`` (Chapter 13)."""
     validation.positive_int("n", n)
     validation.positive_int("d", d)
-    dev, dt = device.resolve(device_, dtype)
+    dev, dt = _device.resolve(device, dtype)
     X = randn((n, d), generator=generator, device=dev, dtype=dt)
     return X / X.norm(dim=1, keepdim=True)
 
@@ -137,10 +163,11 @@ class Net:
         return [cs if (h == 1 or self.arch == "fc") else self.c_res / H for h in range(1, H + 1)]
 
 
-def _check_X(X: Tensor, d: int) -> Tensor:
-    validation.tensor("X", X, ndim=2)
-    if X.shape[1] != d:
-        raise ValueError(f"X must have shape (n, {d}), got {tuple(X.shape)}")
+def _check_X(X: Tensor, d: int, E: int | None = None) -> Tensor:
+    """Inputs shared by every member ``(n, d)``, or one set per member ``(E, n, d)``."""
+    validation.tensor("X", X, ndim=(2, 3))
+    if X.shape[-1] != d or (X.ndim == 3 and E is not None and X.shape[0] != E):
+        raise ValueError(f"X must have shape (n, {d}) or ({E if E is not None else 'E'}, n, {d}), got {tuple(X.shape)}")
     return X
 
 
@@ -152,8 +179,8 @@ def _forward(params: Params, X: Tensor, net: Net, taps: dict | None = None, xtap
     act = activations.get(net.act)
     m = params["a"].shape[-1]
     s = net.scales(H)
-    x = X.expand(params["a"].shape[0], *X.shape)
-    xs, zs = [x], []
+    x = X.expand(params["a"].shape[0], *X.shape) if X.ndim == 2 else X     # (E, n, d); internal callers may pass
+    xs, zs = [x], []                                                       # per-member inputs (E, n, d)
     for h in range(1, H + 1):
         z = x @ params[f"W{h}"].transpose(-1, -2)
         if taps is not None:
@@ -172,7 +199,7 @@ def forward(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
     """Network outputs ``f(x_i) = aᵀ x_H(x_i)`` for every member, shape ``(E, n)`` (paper C; Chapter 13).
 
     ``params`` as from :func:`init_params`; ``X``: ``(n, d)``."""
-    _, _, d, _ = check_params(params)
+    _, _, d, _ = _check(params, X=X)
     _check_X(X, d)
     return _forward(params, X, net)[0]
 
@@ -181,7 +208,7 @@ def forward(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
 def _preactivation_grads(params: Params, X: Tensor, net: Net):
     """Per-sample ``u_h = ∂f_i/∂z_h`` (``(E, n, m)`` each) with the features; one backward pass of ``Σ_{e,i} f``."""
     E, m, _, H = check_params(params)
-    taps = {h: torch.zeros(E, X.shape[0], m, dtype=X.dtype, device=X.device) for h in range(1, H + 1)}
+    taps = {h: torch.zeros(E, X.shape[-2], m, dtype=X.dtype, device=X.device) for h in range(1, H + 1)}
 
     def total(t):
         f, xs, zs = _forward(params, X, net, t)
@@ -195,9 +222,9 @@ def backward_vectors(params: Params, X: Tensor, net: Net = Net()) -> list[Tensor
     """Paper C's backward vectors ``b_h = ∂f/∂x_h`` per sample, ``[b_1 … b_H]`` each ``(E, n, m)``; ``b_H = a``
     (Chapter 13). Their sup-norm ``M = max_h ‖b_h(θ0)‖_∞`` enters the Hessian and Taylor bounds ``T M (1+D)/√m``:
     for Gaussian ``a`` it grows like ``√(2 log m)``."""
-    E, m, d, H = check_params(params)
+    E, m, d, H = _check(params, X=X)
     _check_X(X, d)
-    xt = {h: torch.zeros(E, X.shape[0], m, dtype=X.dtype, device=X.device) for h in range(1, H + 1)}
+    xt = {h: torch.zeros(E, X.shape[-2], m, dtype=X.dtype, device=X.device) for h in range(1, H + 1)}
     bs = grad(lambda t: _forward(params, X, net, None, t)[0].sum())(xt)
     return [bs[h] for h in range(1, H + 1)]
 
@@ -212,7 +239,7 @@ def layer_grams(params: Params, X: Tensor, net: Net = Net()) -> dict:
     ``K_h[i, j] = ⟨∂f_i/∂W_h, ∂f_j/∂W_h⟩ = ⟨u_{h,i}, u_{h,j}⟩ ⟨x_{h−1,i}, x_{h−1,j}⟩`` (each gradient is the
     rank-one matrix ``u_{h,i} x_{h−1,i}ᵀ``), and ``K_a = X_H X_Hᵀ``. Returns ``{"W1": (E, n, n), …, "a": (E, n, n)}``;
     their sum is the tangent kernel ``J Jᵀ``. No Jacobian of size ``n × P`` is formed."""
-    _, _, d, H = check_params(params)
+    _, _, d, H = _check(params, X=X)
     _check_X(X, d)
     us, xs, _ = _preactivation_grads(params, X, net)
     out = {}
@@ -227,7 +254,7 @@ def last_layer_gram(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
     ``G_H[i, j] = γ ⟨X_i, X_j⟩ m⁻¹ Σ_r a_r² σ'(Z_{i,r}) σ'(Z_{j,r})`` with ``X_i = x_{H−1}(x_i)``,
     ``Z_i = W_H X_i`` and ``γ = s_H²`` (``c_σ`` fully connected, ``c_res²/H²`` residual). Shape ``(E, n, n)``.
     Equals ``layer_grams(...)["W{H}"]`` (tested)."""
-    E, m, d, H = check_params(params)
+    E, m, d, H = _check(params, X=X)
     _check_X(X, d)
     _, xs, zs = _forward(params, X, net)
     gamma = net.scales(H)[-1] ** 2
@@ -249,6 +276,7 @@ def jacobian_norm(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
 
 def gram_drift(G: Tensor, G0: Tensor) -> tuple[Tensor, Tensor]:
     """Entrywise max and operator norm of ``G − G0`` per member: ``(E,), (E,)`` (paper C; Chapter 13)."""
+    validation.same_device(G=G, G0=G0)
     validation.tensor("G", G, ndim=3)
     validation.tensor("G0", G0, ndim=3)
     if G.shape != G0.shape:
@@ -260,8 +288,7 @@ def gram_drift(G: Tensor, G0: Tensor) -> tuple[Tensor, Tensor]:
 # ------------------------------------------------------------------------------------- parameter vectors
 def add(params: Params, h: Params, t: float = 1.0) -> Params:
     """``θ + t h`` (dicts of equal shapes)."""
-    if set(params) != set(h):
-        raise ValueError("params and direction must have the same keys")
+    _check(params, h=h)
     return {k: params[k] + t * h[k] for k in params}
 
 
@@ -272,6 +299,9 @@ def sq_norm(h: Params) -> Tensor:
 
 def dot(h: Params, g: Params) -> Tensor:
     """``⟨h, g⟩`` per member, ``(E,)``."""
+    if set(h) != set(g):
+        raise ValueError(f"h and g must have the same keys, got {sorted(h)} and {sorted(g)}")
+    validation.same_device(**{f"h[{k!r}]": h[k] for k in h}, **{f"g[{k!r}]": g[k] for k in g})
     return sum((h[k] * g[k]).flatten(1).sum(1) for k in h)
 
 
@@ -296,12 +326,13 @@ def random_direction(params: Params, D: float, *, generator: torch.Generator | N
 def gradient_direction(params: Params, X: Tensor, D: float, coef: Tensor, net: Net = Net()) -> Params:
     """``h = D Jᵀc / ‖Jᵀc‖``: a direction in the span of the output gradients, i.e. where gradient descent on a
     square loss moves (its step is ``−η Jᵀ r``). ``coef``: ``(E, n)``. Rank-one per layer. (Chapter 13)"""
-    E, _, d, _ = check_params(params)
+    E, _, d, _ = _check(params, X=X)
     _check_X(X, d)
     validation.nonnegative("D", D)
+    _check(params, coef=coef)
     validation.tensor("coef", coef, ndim=2)
-    if coef.shape != (E, X.shape[0]):
-        raise ValueError(f"coef must have shape {(E, X.shape[0])}, got {tuple(coef.shape)}")
+    if coef.shape != (E, X.shape[-2]):
+        raise ValueError(f"coef must have shape {(E, X.shape[-2])}, got {tuple(coef.shape)}")
     g = grad(lambda p: (_forward(p, X, net)[0] * coef).sum())(params)
     return scale_to(g, D)
 
@@ -311,7 +342,7 @@ def gram_ascent_direction(params: Params, X: Tensor, D: float, net: Net = Net())
     ``D`` the direction of the ball that moves the last-hidden-layer Gram the most along ``u`` (steepest ascent).
     Since paper C bounds the drift over the *whole* ball, the drift along this direction is a lower estimate of
     that supremum (Chapter 13); random or gradient-descent directions move ``G_H`` much less."""
-    E, _, d, _ = check_params(params)
+    E, _, d, _ = _check(params, X=X)
     _check_X(X, d)
     validation.nonnegative("D", D)
     u = torch.linalg.eigh(last_layer_gram(params, X, net))[1][..., -1].detach()      # (E, n)
@@ -319,7 +350,27 @@ def gram_ascent_direction(params: Params, X: Tensor, D: float, net: Net = Net())
     return scale_to(g, D)
 
 
-# --------------------------------------------------------------------- Hessian-vector products and Lanczos
+# ------------------------------------------------------------------------- Hessian-vector products and norms
+def _hvp(scalar, params: Params, v: Params) -> Params:
+    """``∇²(scalar)(θ) v`` by reverse-over-reverse double backward; ``scalar(params)`` is a 0-d tensor (a sum over
+    members, which are independent, so each member gets its own Hessian-vector product)."""
+    with torch.enable_grad():
+        keys = list(params)
+        pp = {k: params[k].detach().requires_grad_() for k in keys}
+        gs = torch.autograd.grad(scalar(pp), [pp[k] for k in keys], create_graph=True)
+        s = sum((g_ * v[k]).sum() for g_, k in zip(gs, keys))
+        hv = torch.autograd.grad(s, [pp[k] for k in keys])
+    return dict(zip(keys, hv))
+
+
+def _one_input(x: Tensor, d: int, E: int) -> Tensor:
+    """One input shared by the members ``(d,)`` -> ``(1, d)``, or one per member ``(E, d)`` -> ``(E, 1, d)``."""
+    validation.tensor("x", x, ndim=(1, 2))
+    if x.shape[-1] != d or (x.ndim == 2 and x.shape[0] != E):
+        raise ValueError(f"x must have shape ({d},) or ({E}, {d}), got {tuple(x.shape)}")
+    return x.reshape(1, -1) if x.ndim == 1 else x.unsqueeze(1)
+
+
 def output_hvp(params: Params, x: Tensor, v: Params, net: Net = Net(), *, method: str = "autograd") -> Params:
     """``∇²f(x; θ) v`` per member, ``x``: ``(d,)``; never forms the Hessian (paper C's output Hessian; Chapter 13).
 
@@ -327,79 +378,49 @@ def output_hvp(params: Params, x: Tensor, v: Params, net: Net = Net(), *, method
     reverse-over-reverse double backward with :func:`torch.autograd.grad`. Both give the same vector (tested); on a
     CPU the second has far less per-call overhead at small widths (about 5x at m = 64), which matters because
     Lanczos calls it dozens of times per point of a sweep."""
-    xx = x.reshape(1, -1)
+    E, _, d, _ = _check(params, x=x, v=v)
+    xx = _one_input(x, d, E)
     if method == "func":
         g = grad(lambda p: _forward(p, xx, net)[0].sum())
         return jvp(g, (params,), (v,))[1]
     if method != "autograd":
         raise ValueError(f"method must be 'autograd' or 'func', got {method!r}")
-    with torch.enable_grad():
-        keys = list(params)
-        pp = {k: params[k].detach().requires_grad_() for k in keys}
-        out = _forward(pp, xx, net)[0].sum()
-        gs = torch.autograd.grad(out, [pp[k] for k in keys], create_graph=True)
-        s = sum((g_ * v[k]).sum() for g_, k in zip(gs, keys))
-        hv = torch.autograd.grad(s, [pp[k] for k in keys])
-    return dict(zip(keys, hv))
+    return _hvp(lambda p: _forward(p, xx, net)[0].sum(), params, v)
 
 
-def lanczos_extremes(matvec, v0: Params, iters: int, *, return_vector: bool = False):
-    """Batched Lanczos (three-term recurrence, no further re-orthogonalisation) for a symmetric operator given
-    by ``matvec`` on parameter dicts with a leading ensemble axis (Chapter 13). Returns the smallest and largest
-    Ritz values, each ``(E, iters)`` (column ``k`` after ``k + 1`` steps). Extreme Ritz values converge from inside
-    the spectrum, so ``max(|λ_min|, |λ_max|)`` is a lower estimate of ``‖A‖`` that increases with ``k``; lost
-    orthogonality only duplicates converged Ritz values (ghosts), it does not move the extremes.
+def loss_hvp(params: Params, X: Tensor, y: Tensor, v: Params, net: Net = Net()) -> Params:
+    """``∇²L(θ) v`` per member for the square loss ``L(θ) = ½ Σ_i (f_i(θ) − y_i)²`` (``X``: ``(n, d)``, ``y``:
+    ``(n,)`` or ``(E, n)``). Paper C: ``∇²L = JᵀJ + Σ_i r_i ∇²f_i`` with ``r = f − y`` (Chapter 13)."""
+    _, _, d, _ = _check(params, X=X, y=y, v=v)
+    _check_X(X, d)
+    return _hvp(lambda p: 0.5 * ((_forward(p, X, net)[0] - y) ** 2).sum(), params, v)
 
-    With ``return_vector`` also the Ritz vector of the Ritz value of largest modulus (a dict like ``v0``, unit
-    norm per member). It is built by a second, identical pass of the recurrence (deterministic), so only three
-    Lanczos vectors are ever held in memory, whatever ``iters``."""
+
+def weighted_output_hvp(params: Params, X: Tensor, c: Tensor, v: Params, net: Net = Net()) -> Params:
+    """``(Σ_i c_i ∇²f_i(θ)) v`` per member, ``c``: ``(E, n)`` held fixed (with ``c = r`` the curvature part of
+    the loss Hessian, ``∇²L − JᵀJ``; paper C, Chapter 13)."""
+    E, _, d, _ = _check(params, X=X, c=c, v=v)
+    _check_X(X, d)
+    if c.shape != (E, X.shape[-2]):
+        raise ValueError(f"c must have shape {(E, X.shape[-2])}, got {tuple(c.shape)}")
+    c = c.detach()
+    return _hvp(lambda p: (_forward(p, X, net)[0] * c).sum(), params, v)
+
+
+def _operator_norm(params: Params, hvp, iters: int, generator, history: bool = False, vector: bool = False):
+    """Lanczos (:func:`companion.curvature.lanczos`, three-vector recurrence) on the symmetric operator ``hvp``
+    acting on parameter dicts; returns the :class:`~companion.curvature.LanczosResult`."""
     validation.positive_int("iters", iters)
-    T, lo, hi = _lanczos_pass(matvec, v0, iters)
-    if not return_vector:
-        return lo, hi
-    ev, vecs = torch.linalg.eigh(T)                                   # (E, k), (E, k, k)
-    idx = torch.where(ev[:, -1].abs() >= ev[:, 0].abs(), ev.shape[1] - 1, 0)
-    coef = vecs[torch.arange(vecs.shape[0]), :, idx]                  # (E, k)
-    _, _, _, y = _lanczos_pass(matvec, v0, iters, coef)
-    return lo, hi, scale_to(y, 1.0)
+    shapes = {k: tuple(v.shape[1:]) for k, v in params.items()}
+    v0 = curvature.flatten({k: randn(v.shape, generator=generator, dtype=v.dtype, device=v.device)
+                            for k, v in params.items()})
+    E, P = v0.shape
 
+    def mv(q: Tensor) -> Tensor:
+        return curvature.flatten(hvp(curvature.unflatten(q, shapes)))
 
-def _lanczos_pass(matvec, v0: Params, iters: int, coef: Tensor | None = None):
-    q = scale_to(v0, 1.0)
-    first = next(iter(q.values()))
-    E, dt, dev = first.shape[0], first.dtype, first.device
-    alphas, betas, lo, hi = [], [], [], []
-    q_prev, beta = None, torch.zeros(E, dtype=dt, device=dev)
-    y = None if coef is None else {k: torch.zeros_like(v) for k, v in q.items()}
-    for k in range(iters):
-        if y is not None:
-            y = {key: y[key] + _bc(coef[:, k], q[key]) * q[key] for key in q}
-            if k + 1 == iters:
-                break
-        w = matvec(q)
-        alpha = dot(w, q)
-        w = {key: w[key] - _bc(alpha, w[key]) * q[key] - (0 if q_prev is None else _bc(beta, w[key]) * q_prev[key])
-             for key in w}
-        alphas.append(alpha)
-        if y is None:
-            T = torch.diag_embed(torch.stack(alphas, -1))
-            if betas:
-                b = torch.stack(betas, -1)
-                T = T + torch.diag_embed(b, 1) + torch.diag_embed(b, -1)
-            ev = torch.linalg.eigvalsh(T)
-            lo.append(ev[:, 0])
-            hi.append(ev[:, -1])
-        beta = sq_norm(w).sqrt().clamp_min(1e-300)
-        if k + 1 < iters:
-            betas.append(beta)
-            q_prev, q = q, {key: w[key] / _bc(beta, w[key]) for key in w}
-    if y is not None:
-        return None, None, None, y
-    return T, torch.stack(lo, -1), torch.stack(hi, -1)
-
-
-def _bc(s: Tensor, like: Tensor) -> Tensor:
-    return s.view(-1, *([1] * (like.ndim - 1)))
+    return curvature.lanczos(mv, E, P, iters, v0=v0, reorthogonalize=False, history=True, vector=vector,
+                             dtype=v0.dtype, device=v0.device, generator=generator)
 
 
 def output_hessian_norm(params: Params, x: Tensor, net: Net = Net(), *, iters: int = 30,
@@ -407,16 +428,55 @@ def output_hessian_norm(params: Params, x: Tensor, net: Net = Net(), *, iters: i
                         return_vector: bool = False):
     """Spectral norm ``‖∇²f(x; θ)‖`` per member, ``(E,)``, by Lanczos on output HVPs (paper C: ``≤ T M (1+D)/√m``
     or ``C M (1+D)/√m``; Chapter 13). ``x``: ``(d,)``. Returns the norm, then (if asked) the running estimate
-    ``(E, iters)`` (to show convergence) and the unit top eigenvector (a parameter dict)."""
-    _, _, d, _ = check_params(params)
-    validation.tensor("x", x, ndim=1)
-    if x.shape[0] != d:
-        raise ValueError(f"x must have shape ({d},), got {tuple(x.shape)}")
-    v0 = {k: randn(v.shape, generator=generator, dtype=v.dtype, device=v.device) for k, v in params.items()}
-    res = lanczos_extremes(lambda v: output_hvp(params, x, v, net), v0, iters, return_vector=return_vector)
-    hist = torch.maximum(res[0].abs(), res[1].abs())
-    out = (hist[:, -1],) + ((hist,) if return_history else ()) + ((res[2],) if return_vector else ())
+    ``(E, iters)`` (to show convergence) and the unit top eigenvector (a parameter dict). The iteration is
+    :func:`companion.curvature.lanczos` without reorthogonalisation (three vectors of length ``P`` per member)."""
+    E, _, d, _ = _check(params, x=x)
+    xx = _one_input(x, d, E)
+    res = _operator_norm(params, lambda v: _hvp(lambda p: _forward(p, xx, net)[0].sum(), params, v), iters, generator,
+                         vector=return_vector)
+    hist = torch.maximum(res.low.abs(), res.high.abs())
+    out = (hist[:, -1],) + ((hist,) if return_history else ())
+    if return_vector:
+        out += (curvature.unflatten(res.vector, {k: tuple(v.shape[1:]) for k, v in params.items()}),)
     return out if len(out) > 1 else out[0]
+
+
+def output_hessian_norms(params: Params, X: Tensor, net: Net = Net(), *, iters: int = 30,
+                         generator: torch.Generator | None = None) -> Tensor:
+    """``‖∇²f_i(θ)‖`` for every member and input, ``(E, n)``, in one batched Lanczos run over ``E·n`` copies of the
+    parameters (memory ``E·n`` parameter vectors times four). Paper C's ``max_i ‖∇²f_i‖`` (Chapter 13)."""
+    E, _, d, _ = _check(params, X=X)
+    _check_X(X, d, E)
+    n = X.shape[-2]
+    rep = {k: v.repeat_interleave(n, 0) for k, v in params.items()}            # member e, input i -> row e n + i
+    Xr = X.expand(E, *X.shape[-2:]).reshape(E * n, 1, -1)                     # (E n, 1, d)
+    res = _operator_norm(rep, lambda v: _hvp(lambda p: _forward(p, Xr, net)[0].sum(), rep, v), iters, generator)
+    return res.norm.reshape(E, n)
+
+
+def loss_hessian_norm(params: Params, X: Tensor, y: Tensor, net: Net = Net(), *, iters: int = 30,
+                      generator: torch.Generator | None = None) -> Tensor:
+    """``‖∇²L(θ)‖`` per member, ``(E,)``, ``L = ½ Σ_i (f_i − y_i)²``, by Lanczos on :func:`loss_hvp`
+    (paper C's loss-Hessian bound ``‖∇²L‖ ≤ ‖J‖² + √n ‖r‖ max_i ‖∇²f_i‖``; Chapter 13)."""
+    _, _, d, _ = _check(params, X=X, y=y)
+    _check_X(X, d)
+    res = _operator_norm(params, lambda v: _hvp(lambda p: 0.5 * ((_forward(p, X, net)[0] - y) ** 2).sum(), params, v),
+                         iters, generator)
+    return res.norm
+
+
+def weighted_output_hessian_norm(params: Params, X: Tensor, c: Tensor, net: Net = Net(), *, iters: int = 30,
+                                 generator: torch.Generator | None = None) -> Tensor:
+    """``‖Σ_i c_i ∇²f_i(θ)‖`` per member, ``(E,)``, by Lanczos on :func:`weighted_output_hvp`; ``c``: ``(E, n)``
+    (paper C, Chapter 13: with ``c = r`` the term that the loss-Hessian bound controls by ``√n ‖r‖ max_i ‖∇²f_i‖``)."""
+    E, _, d, _ = _check(params, X=X, c=c)
+    _check_X(X, d)
+    if c.shape != (E, X.shape[-2]):
+        raise ValueError(f"c must have shape {(E, X.shape[-2])}, got {tuple(c.shape)}")
+    c = c.detach()
+    res = _operator_norm(params, lambda v: _hvp(lambda p: (_forward(p, X, net)[0] * c).sum(), params, v), iters,
+                         generator)
+    return res.norm
 
 
 # ----------------------------------------------------------------------------------------- Taylor remainder
@@ -424,7 +484,7 @@ def jvp_outputs(params: Params, X: Tensor, h: Params, net: Net = Net()) -> Tenso
     """``Df(θ) h`` for every input, shape ``(E, n)`` (Chapter 13), from the rank-one structure of the output
     gradients: ``⟨∂f_i/∂W_h, ΔW_h⟩ = u_{h,i}ᵀ ΔW_h x_{h−1,i}`` and ``⟨∂f_i/∂a, Δa⟩ = Δaᵀ x_{H,i}`` (one backward
     pass; equal to ``torch.func.jvp``, tested, which on a CPU carries a large per-call overhead)."""
-    _, _, d, H = check_params(params)
+    _, _, d, H = _check(params, X=X, h=h)
     _check_X(X, d)
     us, xs, _ = _preactivation_grads(params, X, net)
     out = (xs[H] * h["a"].unsqueeze(-2)).sum(-1)
@@ -436,11 +496,42 @@ def jvp_outputs(params: Params, X: Tensor, h: Params, net: Net = Net()) -> Tenso
 def taylor_remainder(params: Params, X: Tensor, h: Params, net: Net = Net()) -> Tensor:
     """``|f_i(θ + h) − f_i(θ) − Df_i(θ) h|`` per member and input, shape ``(E, n)`` (paper C's Taylor bound
     ``≤ T M (1+D) ‖h‖² / (2√m)``; Chapter 13). ``Df(θ) h`` by :func:`jvp_outputs`."""
-    _, _, d, _ = check_params(params)
+    _, _, d, _ = _check(params, X=X, h=h)
     _check_X(X, d)
     f0 = _forward(params, X, net)[0]
     f1 = _forward(add(params, h), X, net)[0]
     return (f1 - f0 - jvp_outputs(params, X, h, net)).abs()
+
+
+# ------------------------------------------------------------------- features and backward vectors in the ball
+def feature_drift(params: Params, X: Tensor, h: Params, net: Net = Net()) -> dict:
+    """How far the forward pass moves from ``θ`` to ``θ + h`` (paper C, step 2.1; Chapter 13): per member and
+    layer, ``"x"``: ``e_h = max_i ‖x_h(θ + h) − x_h(θ)‖`` (bound ``T D/√m`` fully connected, ``C D/√m``
+    residual) and ``"z"``: ``max_i ‖z_h(θ + h) − z_h(θ)‖`` (bound ``T D`` or ``C D``: no ``1/√m``). Each
+    ``(E, H)``, column ``h − 1`` for layer ``h``."""
+    _, _, d, _ = _check(params, X=X, h=h)
+    _check_X(X, d)
+    _, xs0, zs0 = _forward(params, X, net)
+    _, xs1, zs1 = _forward(add(params, h), X, net)
+    ex = torch.stack([(a - b).norm(dim=-1).max(-1).values for a, b in zip(xs1[1:], xs0[1:])], -1)
+    ez = torch.stack([(a - b).norm(dim=-1).max(-1).values for a, b in zip(zs1, zs0)], -1)
+    return {"x": ex, "z": ez}
+
+
+def backward_drift(params: Params, X: Tensor, h: Params, net: Net = Net()) -> dict:
+    """The backward vectors ``b_h = ∂f/∂x_h`` inside the ball (paper C, step 3; Chapter 13), per member and layer
+    (each ``(E, H)``, column ``h − 1`` for layer ``h``; ``b_H = a``):
+
+    * ``"drift"``: ``max_i ‖b_h(θ + h) − b_h(θ)‖₂`` (the proof's ``‖d_h‖ ≤ T M D`` or ``C M D``: no ``1/√m``);
+    * ``"sup"``: ``max_i ‖b_h(θ + h)‖_∞`` (``≤ T M (1 + D)`` or ``C M (1 + D)``);
+    * ``"l2"``: ``max_i ‖b_h(θ + h)‖₂`` (the crude ``≤ T √m`` or ``C √m``)."""
+    _, _, d, _ = _check(params, X=X, h=h)
+    _check_X(X, d)
+    b0 = backward_vectors(params, X, net)
+    b1 = backward_vectors(add(params, h), X, net)
+    return {"drift": torch.stack([(a - b).norm(dim=-1).max(-1).values for a, b in zip(b1, b0)], -1),
+            "sup": torch.stack([a.abs().flatten(1).max(1).values for a in b1], -1),
+            "l2": torch.stack([a.norm(dim=-1).max(-1).values for a in b1], -1)}
 
 
 # ------------------------------------------------------------------------------ one point of a sweep
@@ -449,18 +540,23 @@ def ball_measurements(params: Params, X: Tensor, D: float, net: Net = Net(), *, 
     """Everything Chapter 13 measures at one width/depth/radius, per member (each value ``(E,)``):
 
     * ``gram_adv_entry``/``gram_adv_op``: ``‖G_H(θ0 + h) − G_H(θ0)‖`` (entrywise max / operator norm) along the
-      steepest-ascent direction of :func:`gram_ascent_direction` with ``‖h‖ = D``; ``gram_gd_entry`` along a
-      gradient-span direction (:func:`gradient_direction`), ``gram_rand_entry`` along a random one;
+      steepest-ascent direction of :func:`gram_ascent_direction` with ``‖h‖ = D``; ``gram_gd_entry``/``gram_gd_op``
+      along a gradient-span direction (:func:`gradient_direction`), ``gram_rand_entry``/``gram_rand_op`` along a
+      random one;
     * ``hess``: ``‖∇²f(x_1; θ0)‖`` (Lanczos, ``iters`` steps); ``hess_ball`` (only with ``ball_hessian``): the
-      same at ``θ0 + h_adv``;
-      ``hess_conv``: the Lanczos estimate after ``iters`` steps over that after ``3 iters / 4`` steps;
+      same at ``θ0 + h_adv``; ``hess_conv``: the Lanczos estimate after ``iters`` steps over that after
+      ``3 iters / 4`` steps;
     * ``taylor``: ``max(|R(θ0; ±D v)|)`` for the top Hessian eigenvector ``v`` of ``f(x_1)``, where
       ``R(θ; h) = f(θ + h) − f(θ) − Df(θ) h``; ``taylor_rand``: along a random direction of norm ``D``;
+    * ``feat_x``/``feat_z``: ``max_h e_h`` and ``max_h ‖Δz_h‖`` along the gradient-span direction
+      (:func:`feature_drift`); ``back_drift``: ``max_{h<H} ‖Δb_h‖₂``, ``back_sup``: ``max_h ‖b_h(θ0+h)‖_∞`` and
+      ``back_l2``: ``max_h ‖b_h(θ0+h)‖₂`` along it (:func:`backward_drift`); ``resid``: ``‖f(θ0+h) − f(θ0)‖/√n``
+      along it (the residual's change, paper C's ``‖r‖ ≤ ‖r_0‖ + T√n D``);
     * ``M``: ``max_h ‖b_h(θ0)‖_∞`` (:func:`backward_sup_norm`); ``J``: ``‖J(θ0)‖/√n``; ``G0``: ``max |G_H(θ0)|``.
     """
-    E, m, d, H = check_params(params)
-    _check_X(X, d)
-    n = X.shape[0]
+    E, m, d, H = _check(params, X=X)
+    _check_X(X, d, E)
+    n = X.shape[-2]
     out = {}
     G0 = last_layer_gram(params, X, net)
     h_adv = gram_ascent_direction(params, X, D, net)
@@ -470,17 +566,144 @@ def ball_measurements(params: Params, X: Tensor, D: float, net: Net = Net(), *, 
     for name, h in dirs.items():
         ent, op = gram_drift(last_layer_gram(add(params, h), X, net), G0)
         out[f"gram_{name}_entry"], out[f"gram_{name}_op"] = ent, op
-    hn, hist, v = output_hessian_norm(params, X[0], net, iters=iters, generator=generator,
+    hn, hist, v = output_hessian_norm(params, X[..., 0, :], net, iters=iters, generator=generator,
                                       return_history=True, return_vector=True)
     out["hess"], out["hess_conv"] = hn, hist[:, -1] / hist[:, max((3 * iters) // 4 - 1, 0)]
     if ball_hessian:
-        out["hess_ball"] = output_hessian_norm(add(params, h_adv), X[0], net, iters=iters, generator=generator)
+        out["hess_ball"] = output_hessian_norm(add(params, h_adv), X[..., 0, :], net, iters=iters, generator=generator)
     hv = scale_to(v, D)
-    x1 = X[:1]
+    x1 = X[..., :1, :]
     out["taylor"] = torch.maximum(taylor_remainder(params, x1, hv, net)[:, 0],
                                   taylor_remainder(params, x1, {k: -t for k, t in hv.items()}, net)[:, 0])
     out["taylor_rand"] = taylor_remainder(params, x1, dirs["rand"], net)[:, 0]
+    fd = feature_drift(params, X, dirs["gd"], net)
+    out["feat_x"], out["feat_z"] = fd["x"].max(1).values, fd["z"].max(1).values
+    bd = backward_drift(params, X, dirs["gd"], net)
+    out["back_drift"] = bd["drift"][:, :-1].max(1).values if H > 1 else bd["drift"][:, 0]
+    out["back_sup"], out["back_l2"] = bd["sup"].max(1).values, bd["l2"].max(1).values
+    out["resid"] = (_forward(add(params, dirs["gd"]), X, net)[0] - _forward(params, X, net)[0]).norm(dim=1) / math.sqrt(n)
     out["M"] = backward_sup_norm(params, X, net)
     out["J"] = jacobian_norm(params, X, net) / math.sqrt(n)
     out["G0"] = G0.abs().flatten(1).max(1).values
     return {k: t.detach() for k, t in out.items()}
+
+
+def loss_hessian_measurements(params: Params, X: Tensor, y: Tensor, D: float, net: Net = Net(), *,
+                              iters: int = 20, generator: torch.Generator | None = None) -> dict:
+    """Paper C's loss-Hessian and residual bounds at ``θ = θ0 + h``, ``h = −D Jᵀr0/‖Jᵀr0‖`` (the direction of a
+    gradient-descent step on ``L = ½ Σ_i (f_i − y_i)²``), per member, each ``(E,)`` (Chapter 13):
+
+    * ``hess_loss``: ``‖∇²L(θ)‖``; ``J2``: ``‖J(θ)‖²``; ``curv``: ``‖Σ_i r_i ∇²f_i(θ)‖``; ``max_hf``:
+      ``max_i ‖∇²f_i(θ)‖`` (Lanczos, ``iters`` steps each; :func:`output_hessian_norms`); ``bound``:
+      ``‖J‖² + √n ‖r‖ max_i ‖∇²f_i‖``, the paper's bound with measured factors;
+    * ``r``: ``‖r(θ)‖``, ``r0``: ``‖r(θ0)‖``, ``Jmax``: ``max_t ‖J(θ0 + t h)‖`` over ``t ∈ {0, ½, 1}``
+      (the segment of the residual bound ``‖r‖ ≤ ‖r0‖ + D sup_t ‖J(θ_t)‖ ≤ ‖r0‖ + T√n D``); ``M``: ``M(θ)``."""
+    E, m, d, H = _check(params, X=X, y=y)
+    _check_X(X, d, E)
+    n = X.shape[-2]
+    validation.nonnegative("D", D)
+    r0 = (forward(params, X, net) - y).detach()
+    h = gradient_direction(params, X, D, -r0.expand(E, n).contiguous(), net)
+    theta = add(params, h)
+    r = (forward(theta, X, net) - y).detach().expand(E, n)
+    out = {"hess_loss": loss_hessian_norm(theta, X, y, net, iters=iters, generator=generator),
+           "J2": jacobian_norm(theta, X, net) ** 2,
+           "curv": weighted_output_hessian_norm(theta, X, r.contiguous(), net, iters=iters, generator=generator),
+           "max_hf": output_hessian_norms(theta, X, net, iters=iters, generator=generator).max(1).values,
+           "r": r.norm(dim=1), "r0": r0.expand(E, n).norm(dim=1),
+           "Jmax": torch.stack([jacobian_norm(add(params, h, t), X, net) for t in (0.0, 0.5, 1.0)], 0).max(0).values,
+           "M": backward_sup_norm(theta, X, net)}
+    out["bound"] = out["J2"] + math.sqrt(n) * out["r"] * out["max_hf"]
+    return {k: t.detach() for k, t in out.items()}
+
+
+def sweep_point(m: int, H: int, D: float, *, n: int, d: int, members: int, net: Net = Net(), data_seed: int,
+                init_seed: int, iters: int = 20, ball_hessian: bool = False, loss: bool = False) -> dict:
+    """One point of Chapter 13's sweeps, as numpy arrays ``(members,)``: each member's own ``n`` inputs on the
+    sphere (``X``: ``(members, n, d)``) and targets ``y ~ N(0, 1)`` from ``device.generator(data_seed)`` (the same
+    for every point of a sweep that shares the seed, independent across members, so the spread across members
+    includes the inputs' influence), the
+    Gaussian initialisation of ``members`` networks of width ``m`` and depth ``H`` from
+    ``device.generator(init_seed)``; then :func:`ball_measurements` at radius ``D`` and, with ``loss``, the
+    values of :func:`loss_hessian_measurements` under the prefix ``loss_``. Paper C (Chapter 13)."""
+    g = _device.generator(data_seed)
+    X = sphere_inputs(members * n, d, generator=g).reshape(members, n, d)
+    y = randn((members, n), generator=g, dtype=X.dtype, device=X.device)
+    gi = _device.generator(init_seed)
+    p = init_params(d, m, H, members, generator=gi, dtype=X.dtype, device=X.device)
+    out = ball_measurements(p, X, D, net, iters=iters, generator=gi, ball_hessian=ball_hessian)
+    if loss:
+        out.update({f"loss_{k}": v for k, v in
+                    loss_hessian_measurements(p, X, y, D, net, iters=iters, generator=gi).items()})
+    return {k: v.cpu().numpy() for k, v in out.items()}
+
+
+def dense_reference_errors(params: Params, X: Tensor, y: Tensor, net: Net = Net(), *, iters: int = 60,
+                           generator: torch.Generator | None = None) -> dict:
+    """The chapter's matrix-free machinery against dense references on a small network (Chapter 13), each a
+    float (the largest over members): ``"ntk"``: ``max |J Jᵀ − ntk|`` and ``"gram"``: ``max |J_H J_Hᵀ − G_H|``
+    (``J`` by :func:`torch.func.jacrev`); ``"hessian"``: the relative error of :func:`output_hessian_norm` and
+    ``"loss_hessian"`` that of :func:`loss_hessian_norm` against the eigenvalues of the dense Hessian
+    (:func:`torch.func.hessian`); ``"loss_identity"``: ``max |∇²L − (JᵀJ + Σ_i r_i ∇²f_i)| / max |∇²L|`` (paper C's
+    identity behind the loss-Hessian bound). ``X``: ``(n, d)``; ``y``: ``(n,)``; small ``P`` only."""
+    E, m, d, H = _check(params, X=X, y=y)
+    _check_X(X, d)
+    keys = list(params)
+    out = {"ntk": 0.0, "gram": 0.0, "hessian": 0.0, "loss_hessian": 0.0, "loss_identity": 0.0}
+    norm_f = output_hessian_norm(params, X[0], net, iters=iters, generator=generator)
+    norm_L = loss_hessian_norm(params, X, y, net, iters=iters, generator=generator)
+    K, G = ntk(params, X, net), last_layer_gram(params, X, net)
+    for e in range(E):
+        pe = {k: v[e:e + 1] for k, v in params.items()}
+        shapes = {k: tuple(v.shape[1:]) for k, v in pe.items()}
+        flat0 = curvature.flatten(pe)[0]
+
+        def f_all(v):
+            return _forward(curvature.unflatten(v[None], shapes), X, net)[0][0]          # (n,)
+        J = torch.func.jacrev(f_all)(flat0)                                              # (n, P)
+        sizes = [math.prod(s) for s in shapes.values()]
+        start = sum(sizes[:keys.index(f"W{H}")])
+        JH = J[:, start:start + sizes[keys.index(f"W{H}")]]
+        out["ntk"] = max(out["ntk"], (J @ J.T - K[e]).abs().max().item())
+        out["gram"] = max(out["gram"], (JH @ JH.T - G[e]).abs().max().item())
+        Hf = torch.func.hessian(lambda v: f_all(v)[0])(flat0)
+        ev = torch.linalg.eigvalsh(Hf).abs().max()
+        out["hessian"] = max(out["hessian"], (abs(norm_f[e] - ev) / ev).item())
+        HL = torch.func.hessian(lambda v: 0.5 * ((f_all(v) - y) ** 2).sum())(flat0)
+        r = (f_all(flat0) - y).detach()
+        Hsum = torch.func.hessian(lambda v: (f_all(v) * r).sum())(flat0)
+        out["loss_identity"] = max(out["loss_identity"], ((HL - J.T @ J - Hsum).abs().max() / HL.abs().max()).item())
+        evL = torch.linalg.eigvalsh(HL).abs().max()
+        out["loss_hessian"] = max(out["loss_hessian"], (abs(norm_L[e] - evL) / evL).item())
+    return out
+
+
+# ------------------------------------------------------------------------------------------ sweep helpers
+def stack(results: list, key: str, div: str | None = None) -> np.ndarray:
+    """``(R, E)`` array of ``results[r][key]`` (optionally divided by ``results[r][div]``) from a list of
+    :func:`sweep_point` dicts: one row per point of the sweep, one column per member (Chapter 13)."""
+    return np.stack([np.asarray(r[key]) / (np.asarray(r[div]) if div else 1.0) for r in results])
+
+
+def rate_with_next_order(x, Y, next_order, confidence: float = 0.95):
+    """The exponent ``s`` of ``Y ≈ c x^s (1 + κ g(x))`` with a next-order correction ``g = next_order``: per member
+    (column of ``Y``, ``(R, E)``), least squares of ``log Y`` on ``[1, log x, g(x)]``; the mean of the ``E`` exponents
+    with a Student-t interval across members (a :class:`companion.stats.Estimate`). For the radius dependence of
+    Chapter 13, where paper C's bounds hold to first order in ``D/√m`` and the measured quantities carry a relative
+    correction linear in ``D`` (``g(D) = D``): the bare log-log slope would mix the two. Needs ``R ≥ 4``."""
+    from . import stats
+
+    x = np.asarray(x, float).ravel()
+    Y = np.asarray(Y, float)
+    if Y.ndim != 2 or Y.shape[0] != x.size or x.size < 4 or Y.shape[1] < 2:
+        raise ValueError(f"need x (R,) with R >= 4 and Y (R, E) with E >= 2, got {x.shape} and {Y.shape}")
+    if np.any(x <= 0) or np.any(~(Y > 0)) or not np.all(np.isfinite(Y)):
+        raise ValueError("the fit needs positive x and finite positive Y")
+    A = np.stack([np.ones_like(x), np.log(x), np.asarray(next_order(x), float)], 1)
+    coef = np.linalg.lstsq(A, np.log(Y), rcond=None)[0]                  # (3, E)
+    s = coef[1]
+    mean, se = s.mean(), s.std(ddof=1) / math.sqrt(s.size)
+    from scipy import stats as _st
+    half = float(_st.t.ppf(0.5 + confidence / 2, df=s.size - 1)) * se
+    return stats.Estimate(float(mean), float(mean - half), float(mean + half), confidence,
+                          "t-interval over members, next-order term fitted")

@@ -335,7 +335,7 @@ def section_hessian(args, dev, dtype, out: dict) -> None:
     theta = curvature.flatten(params)
     P = theta.shape[1]
     print(f"\n## Top Hessian eigenvalue: Lanczos on HVPs vs dense Hessian + eigvalsh — paper A's net "
-          f"{widths}, tanh, n = {args.hessian_n}, P = {P} parameters, float64")
+          f"{widths}, tanh, n = {args.hessian_n}, P = {P} parameters, {str(dtype).replace('torch.', '')}")
     curvature.top_eigenvalue(f, theta, steps=3)                                       # warm-up
     t_lan, lam = timed(lambda: curvature.top_eigenvalue(f, theta, steps=args.lanczos_steps), dev)
     lam = float(lam[0])
@@ -401,6 +401,8 @@ def parse(argv=None):
                         "per chapter and the last book build's times; ~10 min more, not in the default). Default: "
                         "engine,formulations,hessian on the CPU; engine,scaling,hessian on CUDA")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
+    p.add_argument("--dtype", default="float64", choices=["float64", "float32"],
+                   help="dtype of the engine, scaling and hessian sections, and of the GEMM they are compared with")
     p.add_argument("--clock", default="wall", choices=["wall", "cpu"],
                    help="wall: elapsed time (default); cpu: this process's CPU time, for a loaded shared machine "
                         "with --threads 1 (CPU only)")
@@ -441,7 +443,7 @@ def main(argv=None) -> dict:
     args = parse(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    dev, dtype = cdevice.resolve(args.device, torch.float64)
+    dev, dtype = cdevice.resolve(args.device, args.dtype)
     if args.sections is None:
         args.sections = "engine,scaling,hessian" if dev.type == "cuda" else "engine,formulations,hessian"
     if args.hessian_width is None:

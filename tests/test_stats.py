@@ -81,3 +81,16 @@ def test_crossing_matches_a_loop_and_bootstrap_is_reproducible():
     assert a == b and a.low <= a.value <= a.high
     with pytest.raises(ValueError, match="rng"):
         stats.bootstrap_crossing([1, 2, 3, 4, 5], 10, x)
+
+
+def test_bootstrap_crossing_exponent_recovers_a_linear_law():
+    rng = np.random.default_rng(0)
+    sizes, ratios = np.array([10, 20, 40, 80.0]), np.array([1, 2, 4, 8, 16.0])
+    p = 1 / (1 + np.exp(-3 * (np.log(ratios) - np.log(3))))              # crossing at n/d = 3 for every d
+    counts = rng.binomial(400, np.broadcast_to(p, (4, 5)))
+    est = stats.bootstrap_crossing_exponent(counts, 400, ratios, sizes, rng=np.random.default_rng(1), confidence=0.99)
+    point = np.log(stats.crossing(counts / 400, ratios) * sizes)
+    assert np.isclose(est.value, np.polyfit(np.log(sizes), point, 1)[0])
+    assert est.contains(1.0) and not est.contains(2.0) and not est.contains(0.0)
+    with pytest.raises(ValueError, match="shape"):
+        stats.bootstrap_crossing_exponent(counts[:, :3], 400, ratios, sizes, rng=rng)

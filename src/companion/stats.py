@@ -209,3 +209,40 @@ def bootstrap_crossing(counts, trials, x, level: float = 0.5, *, boot: int = 200
     a = (1 - confidence) / 2
     lo, hi = np.quantile(sims, [a, 1 - a])
     return Estimate(value, float(lo), float(hi), confidence, "Jeffreys bootstrap")
+
+
+def bootstrap_crossing_exponent(counts, trials, x, sizes, level: float = 0.5, *, boot: int = 2000, rng=None,
+                                confidence: float = 0.95, x_per_size: bool = True) -> Estimate:
+    """Growth exponent of a crossing point with the problem size, with a joint parametric bootstrap interval.
+
+    ``counts``: ``(D, K)`` successes out of ``trials`` (an int or ``(D, K)``) at abscissae ``x (K,)`` for each of ``D``
+    problem sizes ``sizes (D,)``. At each size the crossing ``c_s`` of the success rate is found with
+    :func:`crossing`; with ``x_per_size`` the abscissae are ratios to the size (e.g. ``n/d``) and the crossing point
+    is ``n_s = s · c_s``. The value is the least-squares slope of ``log n_s`` on ``log s`` (``n ∝ s^slope``). Every
+    bootstrap replicate redraws all rates from their Jeffreys posteriors ``Beta(k + ½, n − k + ½)`` and refits; a
+    replicate that never reaches ``level`` at some size counts as ``+inf``. The interval is the central
+    ``confidence`` quantile range. Paper B's sample complexity ``n ∝ d`` (Chapter 10).
+    """
+    k = _np(counts)
+    s, xs = _np(sizes).ravel(), _np(x).ravel()
+    n = np.broadcast_to(_np(trials), k.shape)
+    if k.ndim != 2 or k.shape != (s.size, xs.size) or s.size < 2 or np.any(s <= 0):
+        raise ValueError(f"counts must have shape (len(sizes), len(x)) = ({s.size}, {xs.size}), got {k.shape}")
+    if np.any(n <= 0) or np.any(k < 0) or np.any(k > n):
+        raise ValueError("need 0 <= counts <= trials and trials > 0")
+    if rng is None:
+        raise ValueError("pass rng (e.g. companion.device.numpy_rng(seed)) so that the interval is reproducible")
+    ls = np.log(s)
+    lc = ls - ls.mean()
+
+    def slope(rates):                                     # (..., D, K) -> (...)
+        c = crossing(rates, xs, level) * (s if x_per_size else 1.0)
+        with np.errstate(invalid="ignore"):
+            out = (np.log(c) @ lc) / (lc @ lc)
+        return np.where(np.isfinite(c).all(-1), out, np.inf)
+
+    value = float(slope(k / n))
+    sims = slope(rng.beta(k + 0.5, n - k + 0.5, size=(boot, *k.shape)))
+    a = (1 - confidence) / 2
+    lo, hi = np.quantile(sims, [a, 1 - a])
+    return Estimate(value, float(lo), float(hi), confidence, "Jeffreys bootstrap")

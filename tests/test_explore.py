@@ -1,6 +1,7 @@
 """companion.explore: controls validate their input, the static/live decision follows the documented rules,
 the live explorer reruns fn on a change, and a notebook executed headlessly (as myst-nb and nbval do) gets a
 static figure and never a widget output — without any environment variable telling it so."""
+
 from __future__ import annotations
 
 import sys
@@ -23,29 +24,33 @@ def _fig(sigma=0.1, k=2, act="relu"):
     return fig
 
 
-CONTROLS = dict(sigma=LogSlider(1e-3, 1.0, value=0.1), k=Slider(1, 8, step=1, value=2),
-                act=Choice(["relu", "tanh"], value="relu"))
+CONTROLS = dict(
+    sigma=LogSlider(1e-3, 1.0, value=0.1), k=Slider(1, 8, step=1, value=2), act=Choice(["relu", "tanh"], value="relu")
+)
 
 
 # ----------------------------------------------------------------------------------------- validation
-@pytest.mark.parametrize("make, match", [
-    (lambda: LogSlider(0.0, 1.0, 0.5), "0 < lo < hi"),
-    (lambda: LogSlider(-1.0, 1.0, 0.5), "0 < lo < hi"),
-    (lambda: LogSlider(1.0, 0.1, 0.5), "0 < lo < hi"),
-    (lambda: LogSlider(1e-3, 1.0, 2.0), "outside"),
-    (lambda: LogSlider(1e-3, float("inf"), 0.1), "finite"),
-    (lambda: Slider(0, 1, 0, 0), "step must be > 0"),
-    (lambda: Slider(2, 1, 1, 1), "lo < hi"),
-    (lambda: Slider(0, 10, 1, 11), "outside"),
-    (lambda: Slider(0, 1, 0.25, 0.3), "not on the grid"),
-    (lambda: Slider(0, "1", 1, 0), "finite number"),
-    (lambda: Choice([], None), "at least one"),
-    (lambda: Choice("relu", "r"), "list or tuple"),
-    (lambda: Choice(["relu", "tanh"], "gelu"), "not one of"),
-    (lambda: explore.Explorer(42, CONTROLS), "callable"),
-    (lambda: explore.Explorer(_fig, {}), "at least one control"),
-    (lambda: explore.Explorer(_fig, {"sigma": 0.1}), "must be a LogSlider"),
-])
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: LogSlider(0.0, 1.0, 0.5), "0 < lo < hi"),
+        (lambda: LogSlider(-1.0, 1.0, 0.5), "0 < lo < hi"),
+        (lambda: LogSlider(1.0, 0.1, 0.5), "0 < lo < hi"),
+        (lambda: LogSlider(1e-3, 1.0, 2.0), "outside"),
+        (lambda: LogSlider(1e-3, float("inf"), 0.1), "finite"),
+        (lambda: Slider(0, 1, 0, 0), "step must be > 0"),
+        (lambda: Slider(2, 1, 1, 1), "lo < hi"),
+        (lambda: Slider(0, 10, 1, 11), "outside"),
+        (lambda: Slider(0, 1, 0.25, 0.3), "not on the grid"),
+        (lambda: Slider(0, "1", 1, 0), "finite number"),
+        (lambda: Choice([], None), "at least one"),
+        (lambda: Choice("relu", "r"), "list or tuple"),
+        (lambda: Choice(["relu", "tanh"], "gelu"), "not one of"),
+        (lambda: explore.Explorer(42, CONTROLS), "callable"),
+        (lambda: explore.Explorer(_fig, {}), "at least one control"),
+        (lambda: explore.Explorer(_fig, {"sigma": 0.1}), "must be a LogSlider"),
+    ],
+)
 def test_bad_input_raises_value_error(make, match):
     with pytest.raises(ValueError, match=match):
         make()
@@ -73,6 +78,7 @@ def test_figure_uses_defaults_and_overrides():
 
 def test_integer_slider_gives_int_widget_and_float_slider_float_widget():
     import ipywidgets as w
+
     assert isinstance(Slider(1, 8, 1, 2).widget("k"), w.IntSlider)
     assert isinstance(Slider(0.0, 1.0, 0.1, 0.5).widget("t"), w.FloatSlider)
     log = LogSlider(1e-3, 10.0, 0.1).widget("s")
@@ -94,12 +100,14 @@ def clean_env(monkeypatch):
 
 def test_mode_outside_ipython_is_static(clean_env):
     import IPython
+
     clean_env.setattr(IPython, "get_ipython", lambda: None)
     assert explore.mode() == "static"
 
 
 def test_mode_headless_kernel_is_static_interactive_kernel_is_live(clean_env):
     import IPython
+
     clean_env.setattr(IPython, "get_ipython", lambda: _Shell(allow_stdin=False))
     assert explore.mode() == "static"  # nbclient / nbval / nbconvert --execute
     clean_env.setattr(IPython, "get_ipython", lambda: _Shell(allow_stdin=True))
@@ -108,6 +116,7 @@ def test_mode_headless_kernel_is_static_interactive_kernel_is_live(clean_env):
 
 def test_mode_colab_is_live_and_env_var_wins(clean_env):
     import IPython
+
     clean_env.setattr(IPython, "get_ipython", lambda: _Shell(allow_stdin=False))
     clean_env.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
     assert explore.mode() == "live"
@@ -178,11 +187,13 @@ def test_plotting_hides_stray_artist_reprs_but_not_figures():
     fig.suptitle(...) shows the figure only, not `<matplotlib.legend.Legend at 0x...>`; other values still show."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    cells = ["from companion import plotting",
-             "fig, axes = plotting.subplots(); axes[0, 0].plot([1, 2], label='a'); axes[0, 0].legend()",
-             "fig, axes = plotting.subplots(); fig.suptitle('Figure 1.1')",
-             "3",
-             "fig"]
+    cells = [
+        "from companion import plotting",
+        "fig, axes = plotting.subplots(); axes[0, 0].plot([1, 2], label='a'); axes[0, 0].legend()",
+        "fig, axes = plotting.subplots(); fig.suptitle('Figure 1.1')",
+        "3",
+        "fig",
+    ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     nbclient.NotebookClient(nb, timeout=120, kernel_name="python3").execute()
     kinds = [[(o["output_type"], sorted(o.get("data", {}))) for o in c.outputs] for c in nb.cells[1:]]

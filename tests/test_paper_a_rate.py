@@ -1,6 +1,7 @@
 """The statements Chapters 3 and 4 rest on, checked at unit scale: the zero-embedding that batches the d_max sweep
 is exact for tanh, a per-member kappa turns the tracker's step into each member's own eta_t, the rate instance
 has no critical point, and the inequalities of Theorem 4.8's proof hold on a short run with kappa * eta_t."""
+
 from __future__ import annotations
 
 import math
@@ -15,8 +16,10 @@ from companion import bounds, deepnet, device, gd
 def embed(params, width, d):
     """Zero-pad the hidden layers of ``params`` to ``width`` units (the embedding of Chapter 3)."""
     last = len(params) - 1
-    return [pad(w, (0, (d if l == 0 else width) - w.shape[2], 0, (1 if l == last else width) - w.shape[1]))
-            for l, w in enumerate(params)]
+    return [
+        pad(w, (0, (d if l == 0 else width) - w.shape[2], 0, (1 if l == last else width) - w.shape[1]))
+        for l, w in enumerate(params)
+    ]
 
 
 @pytest.fixture
@@ -44,7 +47,7 @@ def test_zero_embedding_is_exact_for_tanh(gen, L):
 
 def test_zero_embedding_is_not_exact_for_sigmoid(gen):
     """The embedding needs sigma(0) = 0: with the sigmoid (sigma(0) = 1/2) the padded weights start to move."""
-    d, L = 3, 3
+    d = 3
     X = deepnet.ball_data(6, d, generator=gen, dtype=torch.float64, device="cpu")
     y = device.randn((6,), generator=gen, dtype=torch.float64, device="cpu")
     p = deepnet.init_params([d, 4, 4, 1], 2, 1.0, generator=gen, dtype=torch.float64, device="cpu")
@@ -63,7 +66,7 @@ def test_per_member_kappa_gives_each_member_its_own_eta(gen, L):
     kappa = torch.tensor([bounds.rho(L, D) / bounds.rho(L, dm) for dm in dms], dtype=torch.float64)
     step = bounds.Tracker(L, D, kappa=kappa)(params, loss, [torch.zeros_like(w) for w in params], 0)
     norm = deepnet.norm(params)
-    want = torch.stack([bounds.eta(norm[e:e + 1], loss[e:e + 1], L, dm)[0] for e, dm in enumerate(dms)])
+    want = torch.stack([bounds.eta(norm[e : e + 1], loss[e : e + 1], L, dm)[0] for e, dm in enumerate(dms)])
     torch.testing.assert_close(step, want, rtol=1e-12, atol=0)
 
 
@@ -86,8 +89,14 @@ def test_theorem_4_8_chain_on_a_short_rescaled_run(gen):
     y = torch.full((8,), 1.5, dtype=torch.float64)
     p = deepnet.init_params([2, 3, 1], 4, 0.3, generator=gen, dtype=torch.float64, device="cpu")
     tr = bounds.Tracker(L, deepnet.d_max(p), kappa=kappa, tol=2 * 8 * torch.finfo(torch.float64).eps)
-    res = gd.run(bounds.loss_and_gradient_fn(p, X, y, "sigmoid"), p, steps, tr, record_at=gd.log_spaced(steps, 20),
-                 observers=tr.observers())
+    res = gd.run(
+        bounds.loss_and_gradient_fn(p, X, y, "sigmoid"),
+        p,
+        steps,
+        tr,
+        record_at=gd.log_spaced(steps, 20),
+        observers=tr.observers(),
+    )
     h = res.history
     assert int(tr.state["violations"].sum()) == 0 and not bool(res.diverged.any())
     assert (h["min_g2"] * h["sum_eta"] <= 2 * L * h["loss"][0]).all()

@@ -40,14 +40,16 @@ The decision, first match wins:
 Used by the saddle/failure chapters (init scale σ, k) and the rate chapter (L, init scale); see
 ``tests/test_explore.py``.
 """
+
 from __future__ import annotations
 
 import html
 import math
 import os
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 ENV_VAR = "COMPANION_WIDGETS"
 MODES = ("static", "live")
@@ -82,11 +84,21 @@ class LogSlider:
 
     def widget(self, name: str):
         import ipywidgets as w
+
         lo, hi = math.log10(self.lo), math.log10(self.hi)
         # ~ 20 stops per decade, at least 50 in all
         step = (hi - lo) / max(50, round(20 * (hi - lo)))
-        return w.FloatLogSlider(value=self.value, base=10, min=lo, max=hi, step=step, description=name,
-                                readout_format=".3g", continuous_update=False, style={"description_width": "initial"})
+        return w.FloatLogSlider(
+            value=self.value,
+            base=10,
+            min=lo,
+            max=hi,
+            step=step,
+            description=name,
+            readout_format=".3g",
+            continuous_update=False,
+            style={"description_width": "initial"},
+        )
 
 
 @dataclass(frozen=True)
@@ -120,9 +132,17 @@ class Slider:
 
     def widget(self, name: str):
         import ipywidgets as w
+
         cls = w.IntSlider if self.integer else w.FloatSlider
-        kw = dict(value=self.value, min=self.lo, max=self.hi, step=self.step, description=name,
-                  continuous_update=False, style={"description_width": "initial"})
+        kw = dict(
+            value=self.value,
+            min=self.lo,
+            max=self.hi,
+            step=self.step,
+            description=name,
+            continuous_update=False,
+            style={"description_width": "initial"},
+        )
         if not self.integer:
             kw["readout_format"] = ".3g"
         return cls(**kw)
@@ -149,10 +169,12 @@ class Choice:
 
     def widget(self, name: str):
         import ipywidgets as w
+
         labels = [(str(o), o) for o in self.options]
         if len(self.options) <= 4 and sum(len(l) for l, _ in labels) <= 40:
-            return w.ToggleButtons(options=labels, value=self.value, description=name,
-                                   style={"description_width": "initial", "button_width": "auto"})
+            return w.ToggleButtons(
+                options=labels, value=self.value, description=name, style={"description_width": "initial", "button_width": "auto"}
+            )
         return w.Dropdown(options=labels, value=self.value, description=name, style={"description_width": "initial"})
 
 
@@ -221,6 +243,7 @@ class Explorer:
     def figure(self, **overrides):
         """Run ``fn`` with the defaults updated by ``overrides``; returns its matplotlib Figure."""
         from matplotlib.figure import Figure
+
         unknown = set(overrides) - set(self.controls)
         if unknown:
             raise ValueError(f"unknown control(s) {sorted(unknown)}; the controls are {sorted(self.controls)}")
@@ -233,13 +256,13 @@ class Explorer:
         """One line for the static page: which knobs there are and which values are shown."""
         knobs = "; ".join(f"{k} ∈ {c.describe()}" for k, c in self.controls.items())
         shown = ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}" for k, v in self.defaults.items())
-        return (f"Interactive in Jupyter or Colab (open this chapter's notebook): {knobs}. "
-                f"Shown here: {shown}.")
+        return f"Interactive in Jupyter or Colab (open this chapter's notebook): {knobs}. Shown here: {shown}."
 
     # -- display -------------------------------------------------------------------------------------
     def _show_static(self, reason: str = "") -> None:
         import matplotlib.pyplot as plt
         from IPython.display import HTML, display
+
         fig = self.figure()
         plt.close(fig)  # the inline backend would otherwise show it a second time at the end of the cell
         display(fig)
@@ -249,6 +272,7 @@ class Explorer:
     def _rerun(self, *_):
         import matplotlib.pyplot as plt
         from IPython.display import display
+
         values = {k: w.value for k, w in self.widgets.items()}
         with self.output:
             self.output.clear_output(wait=True)
@@ -258,6 +282,7 @@ class Explorer:
 
     def _build_live(self):
         import ipywidgets as w
+
         self.widgets = {k: c.widget(k) for k, c in self.controls.items()}
         self.output = w.Output()
         for wid in self.widgets.values():
@@ -272,6 +297,7 @@ class Explorer:
         self.mode = mode()
         if not _in_ipython():  # a plain script: draw the default figure the usual matplotlib way
             import matplotlib.pyplot as plt
+
             self.figure()
             plt.show()
             return
@@ -283,6 +309,7 @@ class Explorer:
                 self._show_static("install ipywidgets for the live version")
                 return
             from IPython.display import display
+
             display(self._build_live())
         else:
             self._show_static()

@@ -79,7 +79,8 @@ def test_initial_event_and_phase1_invariants():
     assert out["lower"] == pytest.approx(1.0)
     assert out["upper"] == pytest.approx(max(v[t, 0, 0] / (2 * 1.1 ** t) for t in range(4)))
     W0 = np.ones((2, 2, 4)) / 2                                             # norms 1
-    assert phases.initial_event(W0, np.array([[1.0, -1.0], [0.1, 1.0]])).tolist() == [True, False]
+    assert phases.initial_event(W0, np.array([[1.0, -1.0], [0.1, 1.0]]), 1.0).tolist() == [True, False]
+    assert phases.initial_event(W0, np.array([[1.0, -1.0], [1.0, 1.0]]), np.array([1.0, 0.4])).tolist() == [True, False]
 
 
 def test_burn_in_slope_ratio_and_prediction():

@@ -141,14 +141,15 @@ def phase1_invariants(h: dict, iterations, mu, T1) -> dict:
     return {"lower": lower, "upper": upper, "rate_over_log1pmu": float((rate / np.log1p(mu)[None, :, None]).max())}
 
 
-def initial_event(W0, v0) -> np.ndarray:
-    """Appendix C.4's initial event, per member ``(E,)`` bool: ``σ/2 ≤ |v_i(0)| ≤ 2σ`` is replaced by its
-    scale-free form ``|v_i(0)| ≥ ‖w_i(0)‖/2`` and ``|v_i(0)| ≤ 4‖w_i(0)‖`` (both ``‖w_i(0)‖²`` and ``v_i(0)²`` are
-    ``σ²χ²_d/d``), which holds with probability ``1 − Ce^{−cd}`` (Chapter 8). ``W0 (E, k, d)``, ``v0 (E, k)``.
+def initial_event(W0, v0, sigma) -> np.ndarray:
+    """Appendix C.4's initial event, per member ``(E,)`` bool: ``|v_i(0)| ≥ ‖w_i(0)‖/2`` and
+    ``σ/2 ≤ |v_i(0)| ≤ 2σ`` for both neurons (both ``‖w_i(0)‖²`` and ``v_i(0)²`` are ``σ²χ²_d/d``), which holds with
+    probability ``1 − Ce^{−cd}`` (Lemma 6; Chapter 8). ``W0 (E, k, d)``, ``v0 (E, k)``, ``sigma`` a float or ``(E,)``.
     """
     W0, v0 = _arr(W0), np.abs(_arr(v0))
+    sig = np.broadcast_to(_arr(sigma).astype(float), (v0.shape[0],))[:, None]
     wn = np.linalg.norm(W0, axis=-1)
-    return ((v0 >= wn / 2) & (v0 <= 4 * wn)).all(-1)
+    return ((v0 >= wn / 2) & (v0 >= sig / 2) & (v0 <= 2 * sig)).all(-1)
 
 
 def growth_rate(X: Tensor, a: Tensor, *, iters: int = 50) -> Tensor:

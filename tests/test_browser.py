@@ -3,7 +3,7 @@
 Which site (see the ``site`` fixture), first that applies:
 
 1. ``COMPANION_BROWSER_SITE=_build/html`` — an existing executed site, e.g. the main job's after ``make book``;
-2. when nbval has already executed every chapter earlier in the same pytest session (the browser tests sorted
+2. when nbval has already executed every chapter earlier in the same pytest run (the browser tests sorted
    after the notebooks), a ``-W`` build whose chapters take nbval's outputs through a jupyter-cache: the
    figures, tracebacks and explorers are checked as rendered, and nothing is executed a second time
    (the fixture asserts that). This costs one build without execution (~15-30 s here), not a second run of
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.skipif(bc.missing() is not None, reason=f"{bc.missing()
 
 
 def _nbval_executed_notebooks(session) -> dict[str, object]:
-    """The chapter notebooks nbval has executed earlier in this session, with its outputs: {docname: notebook}.
+    """The chapter notebooks nbval has executed earlier in this pytest run, with its outputs: {docname: notebook}.
 
     nbval keeps each cell's outputs in ``item.test_outputs``; a notebook counts only when every code cell ran.
     """
@@ -94,7 +94,7 @@ def site(request, tmp_path_factory):
     """(html dir, executed?), the first that applies:
 
     1. ``COMPANION_BROWSER_SITE`` (e.g. ``_build/html`` after ``make book``): an executed site;
-    2. every chapter already executed by nbval in this session (when the browser tests run after the notebooks):
+    2. every chapter already executed by nbval in this pytest run (when the browser tests run after the notebooks):
        a site built from those outputs, so figures and tracebacks are checked for real at no extra execution;
     3. the suite's own -W build with execution off (``built_site``): outputs are not checked.
     """

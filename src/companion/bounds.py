@@ -730,6 +730,53 @@ def tightness_probe(lemma: str, widths: Sequence[int], act, *, starts: int = 64,
 PROOF_STEPS = ("4.1", "14", *APPENDIX_A)
 
 
+def proof_log_ratios(params1, params2, X: Tensor, y: Tensor, act) -> Tensor:
+    """``log(LHS/RHS)`` of every statement of :data:`PROOF_STEPS` per member, largest over inputs and layers (and,
+    for the one-parameter statements, over ``W1`` and ``W2``), shape ``(len(PROOF_STEPS), E)``.
+
+    The same values as :func:`lemma_4_1`, :func:`equation_14` and :func:`appendix_a`, from one forward and one
+    backward pass per parameter and without their per-call checks (the inner loop of :func:`proof_probe`; the
+    arguments are checked once here). ``X``: ``(E, n, d)`` or ``(n, d)``; ``y``: ``(E, n)`` or ``(n,)``.
+    Paper A, Lemma 4.1, eq. (14), Lemmas A.1–A.6 (Chapter 2).
+    """
+    _check_devices(params1, params2, X, y)
+    sigma = check_assumptions(act)
+    p1, p2 = list(params1), list(params2)
+    L, dm = len(p1), deepnet.widths_of(p1)
+    dm = max(dm)
+    a, b = deepnet.norm(p1), deepnet.norm(p2)
+    r = deepnet.norm([v - u for u, v in zip(p1, p2)])
+    outs = []
+    for p in (p1, p2):
+        zs, hs = deepnet.forward_all(p, X, sigma)
+        outs.append((zs, hs, deepnet.backward_deltas(p, zs, sigma)))
+    (z1, h1, d1), (z2, h2, d2) = outs
+    vnorm = lambda vs: torch.stack([v.norm(dim=-1) for v in vs], -1)                         # (E, n, K)
+    vdiff = lambda us, vs: vnorm([v - u for u, v in zip(us, vs)])
+    lr = lambda lhs, rhs: (torch.log(lhs + 1e-300) - torch.log(rhs).unsqueeze(1)).flatten(1).amax(1)
+    per_w = lambda f, vals: torch.maximum(*[lr(vnorm(v), f(n)) for v, n in zip(vals, (a, b))])
+    layers = range(1, L + 1)
+    grads = [[dl.unsqueeze(-1) * hl.unsqueeze(-2) for dl, hl in zip(d, h[:-1])] for d, h in ((d1, h1), (d2, h2))]
+    gnorm = [_grad_norms(g, 2) for g in grads]                                             # (E, n) each
+    gchange = _grad_norms([v - u for u, v in zip(*grads)], 2)
+    f1, f2 = h1[-1][..., 0], h2[-1][..., 0]
+    n = f1.shape[-1]
+    G = [[(2.0 / n) * ((f - y).unsqueeze(-1).unsqueeze(-1) * gl).sum(1) for gl in g] for f, g in ((f1, grads[0]), (f2, grads[1]))]
+    lhs41 = _grad_norms([v - u for u, v in zip(*G)], 1)
+    rhs41 = lemma_4_1_rhs((f2 - f1).abs(), gnorm[1], (f1 - y).abs(), gchange)
+    eq14 = torch.maximum(*[(torch.log(g + 1e-300) - torch.log(gradient_norm_bound(nw, L, dm)).unsqueeze(1)).amax(1)
+                           for g, nw in zip(gnorm, (a, b))])
+    return torch.stack([
+        torch.log(lhs41 + 1e-300) - torch.log(rhs41), eq14,
+        per_w(lambda nw: torch.stack([lemma_a1_rhs(nw, l, dm) for l in layers], -1), (z1, z2)),
+        lr(vdiff(z1, z2), torch.stack([lemma_a2_rhs(a, b, r, l, dm) for l in layers], -1)),
+        per_w(lambda nw: torch.stack([lemma_a3_rhs(nw, l, dm) for l in range(L + 1)], -1), (h1, h2)),
+        lr(vdiff(h1[1:], h2[1:]), torch.stack([lemma_a4_rhs(a, b, r, l, dm) for l in layers], -1)),
+        per_w(lambda nw: torch.stack([lemma_a5_rhs(nw, l, L) for l in layers], -1), (d1, d2)),
+        lr(vdiff(d1, d2), torch.stack([lemma_a6_rhs(a, b, r, l, L, dm) for l in layers], -1)),
+    ])
+
+
 def proof_probe(widths: Sequence[int], act, *, starts: int = 16, steps: int = 200, n: int = 2, lr: float = 0.05,
                 generator: torch.Generator | None = None, device=None, dtype=None) -> dict[str, Tensor]:
     """Adversarial search for the worst case of Lemma 4.1, eq. (14) and Lemmas A.1–A.6 (the steps inside the proof
@@ -744,19 +791,11 @@ def proof_probe(widths: Sequence[int], act, *, starts: int = 16, steps: int = 20
     validation.positive_int("starts", starts)
     K = len(PROOF_STEPS)
 
+    sigma = check_assumptions(act)
+
     def objective(w1, w2, X, y):
-        comps = appendix_a(w1, w2, X, act)
-        E = w1[0].shape[0]
-        rows = []
-        for kind in PROOF_STEPS:
-            if kind == "4.1":
-                rows.append(_log_ratio(lemma_4_1(w1, w2, X, y, act)))
-            elif kind == "14":
-                rows.append(torch.maximum(_log_ratio(equation_14(w1, X, act)), _log_ratio(equation_14(w2, X, act))))
-            else:
-                lr_ = _log_ratio(comps[kind])
-                rows.append(lr_.view(2, E).amax(0) if lr_.shape[0] == 2 * E else lr_)
-        table = torch.stack(rows)                                              # (K, E)
+        table = proof_log_ratios(w1, w2, X, y, sigma)                          # (K, E)
+        E = table.shape[1]
         return table.gather(0, (torch.arange(E, device=table.device) // starts).unsqueeze(0)).squeeze(0)
 
     best = _adversarial_search(widths, act, K * starts, steps, n, lr, objective, generator, device, dtype)

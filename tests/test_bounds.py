@@ -446,3 +446,21 @@ def test_appendix_a_bad_arguments():
         bounds.lemma_a5_rhs(one, 4, 3)
     with pytest.raises(ValueError, match="one shape"):
         bounds.lemma_4_1_rhs(torch.ones(2, 3), torch.ones(2, 3), torch.ones(2, 3), torch.ones(2, 4))
+
+
+def test_proof_log_ratios_equal_the_checked_functions(gen):
+    """The probe's lean path gives the values of lemma_4_1, equation_14 and appendix_a."""
+    p1, p2 = bounds.random_pairs([3, 4, 4, 1], 20, generator=gen)
+    X = deepnet.ball_data(5, 3, generator=gen)
+    y = torch.randn(5, generator=gen, dtype=torch.float64).to(X)
+    for act in ("linear", "softplus"):
+        got = torch.exp(bounds.proof_log_ratios(p1, p2, X, y, act))
+        comps = {"4.1": bounds.lemma_4_1(p1, p2, X, y, act), **bounds.appendix_a(p1, p2, X, act)}
+        for row, k in zip(got, bounds.PROOF_STEPS):
+            if k == "14":
+                want = torch.maximum(bounds.equation_14(p1, X, act).ratio.amax(1), bounds.equation_14(p2, X, act).ratio.amax(1))
+            else:
+                r = comps[k].ratio
+                r = r.flatten(1).amax(1) if r.ndim > 1 else r
+                want = r.view(2, -1).amax(0) if r.shape[0] == 40 else r
+            assert torch.allclose(row, want, rtol=1e-10), k

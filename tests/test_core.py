@@ -295,3 +295,20 @@ def test_gradient_relative_error_is_rounding_and_detects_a_wrong_gradient(gen):
     _, g = deepnet.loss_and_gradient(params, X, y, "tanh")
     _, g_ref = deepnet.loss_and_gradient_autograd(params, X, y, "tanh")
     assert all(torch.allclose(a, b, rtol=1e-12, atol=1e-15) for a, b in zip(g, g_ref))
+
+
+@pytest.mark.parametrize("act", ["linear", "tanh"])
+def test_embed_is_exact_for_activations_vanishing_at_zero(gen, act):
+    params = deepnet.init_params([3, 2, 4, 1], 3, generator=gen)
+    X = deepnet.ball_data(6, 3, generator=gen)
+    y = torch.zeros(6, dtype=X.dtype, device=X.device)
+    padded, mask = deepnet.embed(params, 5)
+    assert [tuple(w.shape) for w in padded] == [(3, 5, 3), (3, 5, 5), (3, 1, 5)]
+    l0, g0 = deepnet.loss_and_gradient(params, X, y, act)
+    l1, g1 = deepnet.loss_and_gradient(padded, X, y, act)
+    assert torch.allclose(l0, l1, rtol=1e-13)
+    for g, gp, m in zip(g0, g1, mask):
+        assert torch.equal(gp[m == 0], torch.zeros_like(gp[m == 0]))
+        assert torch.allclose(gp[m == 1], g.flatten(), rtol=1e-12)
+    with pytest.raises(ValueError, match="smaller than a hidden width"):
+        deepnet.embed(params, 3)

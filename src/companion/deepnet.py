@@ -228,6 +228,34 @@ def loss_and_gradient_autograd(params: Sequence[Tensor], X: Tensor, y: Tensor, a
     return value.detach(), [g.detach() for g in grads]
 
 
+def embed(params: Sequence[Tensor], width: int) -> tuple[list[Tensor], list[Tensor]]:
+    """Pad every hidden layer to ``width`` units with zero weights into and out of the new units.
+
+    ``params``: ``L`` tensors ``(E, d_ℓ, d_{ℓ-1})``; returns ``(padded, mask)``, both lists of ``(E, d'_ℓ, d'_{ℓ-1})``
+    with ``d'_0 = d_0``, ``d'_ℓ = width`` for ``0 < ℓ < L`` and ``d'_L = 1``; ``mask`` is 1 on the original weights
+    and 0 on the padding. Exact for an activation with ``σ(0) = 0`` (linear, tanh): a new unit has pre-activation
+    0, outputs ``σ(0) = 0`` and receives zero gradient in and out, so outputs, loss and gradients on the original
+    weights are unchanged and GD keeps the padding at zero. Lets one ensemble hold networks of several widths
+    (Chapter 3's sweep over ``d_max``). Raises ``ValueError`` if ``width`` is smaller than a hidden width.
+    """
+    params = check_params(params)
+    validation.positive_int("width", width)
+    widths = widths_of(params)
+    if any(w > width for w in widths[1:-1]):
+        raise ValueError(f"width {width} is smaller than a hidden width of {widths}")
+    new = [widths[0]] + [width] * (len(widths) - 2) + [1]
+    padded, mask = [], []
+    for ell, w in enumerate(params, start=1):
+        E, rows, cols = w.shape
+        out = w.new_zeros(E, new[ell], new[ell - 1])
+        out[:, :rows, :cols] = w
+        m = w.new_zeros(E, new[ell], new[ell - 1])
+        m[:, :rows, :cols] = 1
+        padded.append(out)
+        mask.append(m)
+    return padded, mask
+
+
 def gradient_relative_error(params: Sequence[Tensor], X: Tensor, y: Tensor, act) -> Tensor:
     """``‖g_explicit − g_autograd‖ / ‖g_autograd‖`` per member, all layers together, shape ``(E,)``: Lemma 4.2's
     recursion (:func:`loss_and_gradient`) against reverse-mode autograd (:func:`loss_and_gradient_autograd`).

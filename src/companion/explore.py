@@ -326,11 +326,9 @@ class Explorer:
 def explorer(fn: Callable[..., Any], /, **controls) -> Explorer:
     """Show an interactive explorer of ``fn`` (static figure on the website and in tests, live in Jupyter/Colab).
 
-    Parameters
-    ----------
-    fn : callable ``fn(**values) -> matplotlib.figure.Figure``; one keyword argument per control.
-        Keep it small (≲ 2 s on a CPU): it reruns on every change.
-    **controls : ``name=LogSlider(lo, hi, value)``, ``Slider(lo, hi, step, value)`` or ``Choice(options, value)``.
+    ``fn`` is a callable ``fn(**values) -> matplotlib.figure.Figure`` with one keyword argument per control; keep it
+    small (≲ 2 s on a CPU): it reruns on every change. The controls are keyword arguments
+    ``name=LogSlider(lo, hi, value)``, ``Slider(lo, hi, step, value)`` or ``Choice(options, value)``.
 
     Returns the :class:`Explorer` (already displayed when running under IPython; ``.show()`` shows it again).
     Raises ``ValueError`` on a non-callable ``fn``, no controls, a non-control argument, an out-of-range default,

@@ -405,6 +405,10 @@ def test_lemma_4_1_is_tight_when_the_residual_vanishes(gen):
 def test_proof_probe_finds_near_tight_cases_and_never_exceeds_one(gen):
     best = bounds.proof_probe([1, 1, 1], "linear", starts=2, steps=30, generator=gen)
     assert set(best) == set(bounds.PROOF_STEPS)
+    lemmas = bounds.proof_probe([1, 1, 1], "linear", statements=bounds.LEMMAS, starts=2, steps=30, generator=gen)
+    assert set(lemmas) == set(bounds.LEMMAS) and all((v <= 1).all() for v in lemmas.values())
+    with pytest.raises(ValueError, match="statements"):
+        bounds.proof_probe([1, 1, 1], "linear", statements=("4.9",), generator=gen)
     for k, v in best.items():
         assert v.shape == (2,) and (v <= 1 + 1e-12).all(), k
     assert best["A.5"].max() >= 1 - 1e-12          # delta_L = sigma'(z_L) = 1 for the linear activation
@@ -454,9 +458,12 @@ def test_proof_log_ratios_equal_the_checked_functions(gen):
     X = deepnet.ball_data(5, 3, generator=gen)
     y = torch.randn(5, generator=gen, dtype=torch.float64).to(X)
     for act in ("linear", "softplus"):
-        got = torch.exp(bounds.proof_log_ratios(p1, p2, X, y, act))
-        comps = {"4.1": bounds.lemma_4_1(p1, p2, X, y, act), **bounds.appendix_a(p1, p2, X, act)}
-        for row, k in zip(got, bounds.PROOF_STEPS):
+        got = {k: torch.exp(v) for k, v in bounds.proof_log_ratios(p1, p2, X, y, act).items()}
+        assert set(got) == set(bounds.STATEMENTS)
+        comps = {"4.1": bounds.lemma_4_1(p1, p2, X, y, act), **bounds.appendix_a(p1, p2, X, act),
+                 "4.3": bounds.lemma_4_3(p1, p2, X, act), "4.4": bounds.lemma_4_4(p1, p2, X, act),
+                 "4.5": bounds.lemma_4_5(p1, p2, X, y, act)}
+        for k, row in got.items():
             if k == "14":
                 want = torch.maximum(bounds.equation_14(p1, X, act).ratio.amax(1), bounds.equation_14(p2, X, act).ratio.amax(1))
             else:

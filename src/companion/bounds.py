@@ -728,16 +728,18 @@ def tightness_probe(lemma: str, widths: Sequence[int], act, *, starts: int = 64,
 
 
 PROOF_STEPS = ("4.1", "14", *APPENDIX_A)
+STATEMENTS = (*LEMMAS, *PROOF_STEPS)
 
 
-def proof_log_ratios(params1, params2, X: Tensor, y: Tensor, act) -> Tensor:
-    """``log(LHS/RHS)`` of every statement of :data:`PROOF_STEPS` per member, largest over inputs and layers (and,
-    for the one-parameter statements, over ``W1`` and ``W2``), shape ``(len(PROOF_STEPS), E)``.
+def proof_log_ratios(params1, params2, X: Tensor, y: Tensor, act) -> dict[str, Tensor]:
+    """``log(LHS/RHS)`` of every statement of :data:`STATEMENTS` per member, largest over inputs and layers (and,
+    for the one-parameter statements, over ``W1`` and ``W2``): ``{"4.3": (E,), …, "A.6": (E,)}``.
 
-    The same values as :func:`lemma_4_1`, :func:`equation_14` and :func:`appendix_a`, from one forward and one
+    The same values as :func:`lemma_4_3`, :func:`lemma_4_4`, :func:`lemma_4_5`, :func:`lemma_4_1`,
+    :func:`equation_14` and :func:`appendix_a`, from one forward and one
     backward pass per parameter and without their per-call checks (the inner loop of :func:`proof_probe`; the
     arguments are checked once here). ``X``: ``(E, n, d)`` or ``(n, d)``; ``y``: ``(E, n)`` or ``(n,)``.
-    Paper A, Lemma 4.1, eq. (14), Lemmas A.1–A.6 (Chapter 2).
+    Paper A, Lemmas 4.3–4.5, Lemma 4.1, eq. (14), Lemmas A.1–A.6 (Chapter 2).
     """
     _check_devices(params1, params2, X, y)
     sigma = check_assumptions(act)
@@ -766,40 +768,49 @@ def proof_log_ratios(params1, params2, X: Tensor, y: Tensor, act) -> Tensor:
     rhs41 = lemma_4_1_rhs((f2 - f1).abs(), gnorm[1], (f1 - y).abs(), gchange)
     eq14 = torch.maximum(*[(torch.log(g + 1e-300) - torch.log(gradient_norm_bound(nw, L, dm)).unsqueeze(1)).amax(1)
                            for g, nw in zip(gnorm, (a, b))])
-    return torch.stack([
-        torch.log(lhs41 + 1e-300) - torch.log(rhs41), eq14,
-        per_w(lambda nw: torch.stack([lemma_a1_rhs(nw, l, dm) for l in layers], -1), (z1, z2)),
-        lr(vdiff(z1, z2), torch.stack([lemma_a2_rhs(a, b, r, l, dm) for l in layers], -1)),
-        per_w(lambda nw: torch.stack([lemma_a3_rhs(nw, l, dm) for l in range(L + 1)], -1), (h1, h2)),
-        lr(vdiff(h1[1:], h2[1:]), torch.stack([lemma_a4_rhs(a, b, r, l, dm) for l in layers], -1)),
-        per_w(lambda nw: torch.stack([lemma_a5_rhs(nw, l, L) for l in layers], -1), (d1, d2)),
-        lr(vdiff(d1, d2), torch.stack([lemma_a6_rhs(a, b, r, l, L, dm) for l in layers], -1)),
-    ])
+    loss1 = ((f1 - y) ** 2).mean(-1)
+    return {
+        "4.3": lr((f2 - f1).abs().unsqueeze(-1), lemma_4_3_rhs(a, b, r, L, dm).unsqueeze(-1)),
+        "4.4": lr(gchange.unsqueeze(-1), lemma_4_4_rhs(a, b, r, L, dm).unsqueeze(-1)),
+        "4.5": torch.log(lhs41 + 1e-300) - torch.log(lemma_4_5_rhs(a, b, r, loss1, L, dm)),
+        "4.1": torch.log(lhs41 + 1e-300) - torch.log(rhs41), "14": eq14,
+        "A.1": per_w(lambda nw: torch.stack([lemma_a1_rhs(nw, l, dm) for l in layers], -1), (z1, z2)),
+        "A.2": lr(vdiff(z1, z2), torch.stack([lemma_a2_rhs(a, b, r, l, dm) for l in layers], -1)),
+        "A.3": per_w(lambda nw: torch.stack([lemma_a3_rhs(nw, l, dm) for l in range(L + 1)], -1), (h1, h2)),
+        "A.4": lr(vdiff(h1[1:], h2[1:]), torch.stack([lemma_a4_rhs(a, b, r, l, dm) for l in layers], -1)),
+        "A.5": per_w(lambda nw: torch.stack([lemma_a5_rhs(nw, l, L) for l in layers], -1), (d1, d2)),
+        "A.6": lr(vdiff(d1, d2), torch.stack([lemma_a6_rhs(a, b, r, l, L, dm) for l in layers], -1)),
+    }
 
 
-def proof_probe(widths: Sequence[int], act, *, starts: int = 16, steps: int = 200, n: int = 2, lr: float = 0.05,
-                generator: torch.Generator | None = None, device=None, dtype=None) -> dict[str, Tensor]:
-    """Adversarial search for the worst case of Lemma 4.1, eq. (14) and Lemmas A.1–A.6 (the steps inside the proof
-    of Lemma 4.5), all at once: ``starts`` members per result in one ensemble of ``len(PROOF_STEPS) · starts``,
-    each member maximising the log ratio of its own result (largest over inputs and layers) by Adam over
+def proof_probe(widths: Sequence[int], act, *, statements: Sequence[str] = PROOF_STEPS, starts: int = 16,
+                steps: int = 200, n: int = 2, lr: float = 0.05, generator: torch.Generator | None = None, device=None,
+                dtype=None) -> dict[str, Tensor]:
+    """Adversarial search for the worst case of several statements at once (by default Lemma 4.1, eq. (14) and
+    Lemmas A.1–A.6, the steps inside the proof of Lemma 4.5; any of :data:`STATEMENTS`, Lemmas 4.3–4.5 included):
+    ``starts`` members per statement in one ensemble of ``len(statements) · starts``, each member maximising the
+    log ratio of its own statement (largest over inputs and layers, :func:`proof_log_ratios`) by Adam over
     ``(W1, W2 − W1, x_i with ‖x_i‖ < √d, y_i)``, as :func:`tightness_probe` does.
 
-    Returns ``{"4.1": (starts,), "14": …, "A.1": …, …}``: the best ratio ``LHS/RHS`` seen per start (a lower
-    bound on the result's worst case; the result says it is at most 1). Paper A, Lemma 4.1, eq. (14),
+    Returns ``{statement: (starts,)}``: the best ratio ``LHS/RHS`` seen per start (a lower bound on the
+    statement's worst case; the statement says it is at most 1). Paper A, Lemmas 4.1, 4.3–4.5, eq. (14),
     Lemmas A.1–A.6 (Chapter 2).
     """
     validation.positive_int("starts", starts)
-    K = len(PROOF_STEPS)
-
+    statements = tuple(statements)
+    unknown = [k for k in statements if k not in STATEMENTS]
+    if unknown or not statements:
+        raise ValueError(f"statements must be a non-empty selection of {STATEMENTS}, got {statements!r}")
     sigma = check_assumptions(act)
 
     def objective(w1, w2, X, y):
-        table = proof_log_ratios(w1, w2, X, y, sigma)                          # (K, E)
+        ratios = proof_log_ratios(w1, w2, X, y, sigma)
+        table = torch.stack([ratios[k] for k in statements])                  # (K, E)
         E = table.shape[1]
         return table.gather(0, (torch.arange(E, device=table.device) // starts).unsqueeze(0)).squeeze(0)
 
-    best = _adversarial_search(widths, act, K * starts, steps, n, lr, objective, generator, device, dtype)
-    return {kind: best[k * starts:(k + 1) * starts] for k, kind in enumerate(PROOF_STEPS)}
+    best = _adversarial_search(widths, act, len(statements) * starts, steps, n, lr, objective, generator, device, dtype)
+    return {k: best[i * starts:(i + 1) * starts] for i, k in enumerate(statements)}
 
 
 # ------------------------------------------------------------------------ fast paths for long GD runs

@@ -168,7 +168,8 @@ def test_ball_measurements_keys_and_shapes(gen):
     lo = wn.loss_hessian_measurements(p, X, y, 0.5, net, iters=12, generator=gen)
     assert all(v.shape == (2,) and torch.isfinite(v).all() for v in lo.values())
     assert torch.all(lo["hess_loss"] <= lo["bound"] * (1 + 1e-9))              # the bound, with measured factors
-    assert torch.all(lo["r"] <= lo["r0"] + 0.5 * lo["Jmax"] * 1.01)            # residual bound along the segment
+    assert torch.all(lo["r_up"] <= lo["r0"] + 0.5 * lo["Jmax"] * 1.01)         # residual bound along the segment
+    assert torch.all(lo["r_up"] > lo["r0"]) and torch.all(lo["r"] < lo["r0"])  # up and down the gradient
 
 
 def test_sweep_point_is_reproducible():

@@ -523,6 +523,7 @@ def backward_drift(params: Params, X: Tensor, h: Params, net: Net = Net()) -> di
     (each ``(E, H)``, column ``h − 1`` for layer ``h``; ``b_H = a``):
 
     * ``"drift"``: ``max_i ‖b_h(θ + h) − b_h(θ)‖₂`` (the proof's ``‖d_h‖ ≤ T M D`` or ``C M D``: no ``1/√m``);
+      ``"mean_drift"``: the same averaged over the inputs (a less noisy statistic under the same bound);
     * ``"sup"``: ``max_i ‖b_h(θ + h)‖_∞`` (``≤ T M (1 + D)`` or ``C M (1 + D)``);
     * ``"l2"``: ``max_i ‖b_h(θ + h)‖₂`` (the crude ``≤ T √m`` or ``C √m``)."""
     _, _, d, _ = _check(params, X=X, h=h)
@@ -530,6 +531,7 @@ def backward_drift(params: Params, X: Tensor, h: Params, net: Net = Net()) -> di
     b0 = backward_vectors(params, X, net)
     b1 = backward_vectors(add(params, h), X, net)
     return {"drift": torch.stack([(a - b).norm(dim=-1).max(-1).values for a, b in zip(b1, b0)], -1),
+            "mean_drift": torch.stack([(a - b).norm(dim=-1).mean(-1) for a, b in zip(b1, b0)], -1),
             "sup": torch.stack([a.abs().flatten(1).max(1).values for a in b1], -1),
             "l2": torch.stack([a.norm(dim=-1).max(-1).values for a in b1], -1)}
 
@@ -549,7 +551,7 @@ def ball_measurements(params: Params, X: Tensor, D: float, net: Net = Net(), *, 
     * ``taylor``: ``max(|R(θ0; ±D v)|)`` for the top Hessian eigenvector ``v`` of ``f(x_1)``, where
       ``R(θ; h) = f(θ + h) − f(θ) − Df(θ) h``; ``taylor_rand``: along a random direction of norm ``D``;
     * ``feat_x``/``feat_z``: ``max_h e_h`` and ``max_h ‖Δz_h‖`` along the gradient-span direction
-      (:func:`feature_drift`); ``back_drift``: ``max_{h<H} ‖Δb_h‖₂``, ``back_sup``: ``max_h ‖b_h(θ0+h)‖_∞`` and
+      (:func:`feature_drift`); ``back_drift``: ``max_{h<H}`` of the input-averaged ``‖Δb_h‖₂``, ``back_sup``: ``max_h ‖b_h(θ0+h)‖_∞`` and
       ``back_l2``: ``max_h ‖b_h(θ0+h)‖₂`` along it (:func:`backward_drift`); ``resid``: ``‖f(θ0+h) − f(θ0)‖/√n``
       along it (the residual's change, paper C's ``‖r‖ ≤ ‖r_0‖ + T√n D``);
     * ``M``: ``max_h ‖b_h(θ0)‖_∞`` (:func:`backward_sup_norm`); ``J``: ``‖J(θ0)‖/√n``; ``G0``: ``max |G_H(θ0)|``.
@@ -579,7 +581,7 @@ def ball_measurements(params: Params, X: Tensor, D: float, net: Net = Net(), *, 
     fd = feature_drift(params, X, dirs["gd"], net)
     out["feat_x"], out["feat_z"] = fd["x"].max(1).values, fd["z"].max(1).values
     bd = backward_drift(params, X, dirs["gd"], net)
-    out["back_drift"] = bd["drift"][:, :-1].max(1).values if H > 1 else bd["drift"][:, 0]
+    out["back_drift"] = bd["mean_drift"][:, :-1].max(1).values if H > 1 else bd["mean_drift"][:, 0]
     out["back_sup"], out["back_l2"] = bd["sup"].max(1).values, bd["l2"].max(1).values
     out["resid"] = (_forward(add(params, dirs["gd"]), X, net)[0] - _forward(params, X, net)[0]).norm(dim=1) / math.sqrt(n)
     out["M"] = backward_sup_norm(params, X, net)
@@ -596,8 +598,10 @@ def loss_hessian_measurements(params: Params, X: Tensor, y: Tensor, D: float, ne
     * ``hess_loss``: ``‖∇²L(θ)‖``; ``J2``: ``‖J(θ)‖²``; ``curv``: ``‖Σ_i r_i ∇²f_i(θ)‖``; ``max_hf``:
       ``max_i ‖∇²f_i(θ)‖`` (Lanczos, ``iters`` steps each; :func:`output_hessian_norms`); ``bound``:
       ``‖J‖² + √n ‖r‖ max_i ‖∇²f_i‖``, the paper's bound with measured factors;
-    * ``r``: ``‖r(θ)‖``, ``r0``: ``‖r(θ0)‖``, ``Jmax``: ``max_t ‖J(θ0 + t h)‖`` over ``t ∈ {0, ½, 1}``
-      (the segment of the residual bound ``‖r‖ ≤ ‖r0‖ + D sup_t ‖J(θ_t)‖ ≤ ‖r0‖ + T√n D``); ``M``: ``M(θ)``."""
+    * ``r``: ``‖r(θ)‖``, ``r0``: ``‖r(θ0)‖``; ``M``: ``M(θ)``;
+    * the residual bound ``‖r‖ ≤ ‖r0‖ + D sup_t ‖J(θ_t)‖ ≤ ‖r0‖ + T√n D`` in its worst direction, the opposite one
+      ``θ0 − h`` (to first order the steepest increase of ``‖r‖``): ``r_up``: ``‖r(θ0 − h)‖`` and ``Jmax``:
+      ``max_t ‖J(θ0 − t h)‖`` over ``t ∈ {0, ½, 1}``."""
     E, m, d, H = _check(params, X=X, y=y)
     _check_X(X, d, E)
     n = X.shape[-2]
@@ -611,7 +615,8 @@ def loss_hessian_measurements(params: Params, X: Tensor, y: Tensor, D: float, ne
            "curv": weighted_output_hessian_norm(theta, X, r.contiguous(), net, iters=iters, generator=generator),
            "max_hf": output_hessian_norms(theta, X, net, iters=iters, generator=generator).max(1).values,
            "r": r.norm(dim=1), "r0": r0.expand(E, n).norm(dim=1),
-           "Jmax": torch.stack([jacobian_norm(add(params, h, t), X, net) for t in (0.0, 0.5, 1.0)], 0).max(0).values,
+           "r_up": (forward(add(params, h, -1.0), X, net) - y).detach().norm(dim=-1).expand(E),
+           "Jmax": torch.stack([jacobian_norm(add(params, h, -t), X, net) for t in (0.0, 0.5, 1.0)], 0).max(0).values,
            "M": backward_sup_norm(theta, X, net)}
     out["bound"] = out["J2"] + math.sqrt(n) * out["r"] * out["max_hf"]
     return {k: t.detach() for k, t in out.items()}

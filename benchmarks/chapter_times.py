@@ -7,8 +7,9 @@ Three modes:
            (nbval runs it cell by cell) and each unit-test module. Budget: 25 s per chapter (about 15 s on an
            idle machine is the aim: the suite runs every chapter at three seeds), 12 min in all.
 ``paper``  executes every chapter notebook at paper scale, one at a time (nbclient, the same executor the
-           book build uses), and times each. Budget: 25 min for the whole book (5 min per chapter at most). ``--scale quick`` executes at quick
-           scale instead; ``--save-dir`` keeps the executed notebooks (benchmarks/gpu_check.sh uses both).
+           book build uses), and times each. Budget: 25 min for the whole book (5 min per chapter at most).
+           ``--scale quick`` executes at quick scale instead; ``--save-dir`` keeps the executed notebooks
+           (benchmarks/gpu_check.sh uses both).
 ``cache``  reads the execution time jupyter-cache recorded for each chapter in the last ``make book``
            (``_build/.jupyter_cache``), without executing anything.
 
@@ -17,6 +18,7 @@ load; rerun on an idle machine before comparing with the budgets.
 
 Usage: ``python benchmarks/chapter_times.py quick|paper|cache [--only 09_] [--markdown out.md]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +59,9 @@ def select(only: str | None) -> list[Path]:
     keys = [k for k in only.split(",") if k]
     out = []
     for key in keys:
-        hits = [nb for nb in chapters() if key in nb.name] or \
-            sorted(p for p in (ROOT / "book").rglob(f"*{key}*.ipynb") if ".ipynb_checkpoints" not in str(p))
+        hits = [nb for nb in chapters() if key in nb.name] or sorted(
+            p for p in (ROOT / "book").rglob(f"*{key}*.ipynb") if ".ipynb_checkpoints" not in str(p)
+        )
         out += [h for h in hits if h not in out]
     return out
 
@@ -89,24 +92,33 @@ def quick(only: str | None) -> list[tuple[str, float, float | None]]:
     rows = []
     for name, secs in per_file.items():
         is_chapter = name.endswith(".ipynb")
-        rows.append((name.removesuffix(".ipynb").replace(".", "/") + (".ipynb" if is_chapter else ".py"),
-                     secs, BUDGET["quick"] if is_chapter else None))
+        rows.append(
+            (
+                name.removesuffix(".ipynb").replace(".", "/") + (".ipynb" if is_chapter else ".py"),
+                secs,
+                BUDGET["quick"] if is_chapter else None,
+            )
+        )
     rows.sort(key=lambda r: (r[2] is None, r[0]))
-    rows.append(("pytest wall time (selected chapters)", wall, None) if only else
-                ("whole quick test command (wall)", wall, TOTAL_QUICK_BUDGET))
+    rows.append(
+        ("pytest wall time (selected chapters)", wall, None)
+        if only
+        else ("whole quick test command (wall)", wall, TOTAL_QUICK_BUDGET)
+    )
     return rows
 
 
-def paper(only: str | None, timeout: int, scale: str = "paper", save_dir: str | None = None) -> list[tuple[str, float, float | None]]:
+def paper(
+    only: str | None, timeout: int, scale: str = "paper", save_dir: str | None = None
+) -> list[tuple[str, float, float | None]]:
     import nbformat
     from nbclient import NotebookClient
 
-    os.environ.update(COMPANION_SCALE=scale, COMPANION_PROGRESS="0")      # the kernels inherit this environment
+    os.environ.update(COMPANION_SCALE=scale, COMPANION_PROGRESS="0")  # the kernels inherit this environment
     rows = []
     for nb_path in select(only):
         nb = nbformat.read(nb_path, as_version=4)
-        client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                resources={"metadata": {"path": str(nb_path.parent)}})
+        client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(nb_path.parent)}})
         t0 = time.perf_counter()
         status = ""
         try:
@@ -133,15 +145,23 @@ def cache(path: Path, scale: str = "paper") -> list[tuple[str, float, float | No
     for rec in get_cache(path).list_cache_records():
         secs = (rec.data or {}).get("execution_seconds")
         if secs is not None:
-            rows.append((str(Path(rec.uri).relative_to(ROOT)) if Path(rec.uri).is_relative_to(ROOT) else rec.uri,
-                         float(secs), BUDGET[scale]))
+            rows.append(
+                (
+                    str(Path(rec.uri).relative_to(ROOT)) if Path(rec.uri).is_relative_to(ROOT) else rec.uri,
+                    float(secs),
+                    BUDGET[scale],
+                )
+            )
     rows.sort()
     rows.append(("all chapters", sum(r[1] for r in rows), TOTAL_PAPER_BUDGET if scale == "paper" else None))
     return rows
 
 
 def table(rows, mode: str) -> str:
-    lines = [f"| {'chapter / test file':<48} | seconds | budget | time / budget |", f"|{'-' * 50}|--------:|-------:|--------------:|"]
+    lines = [
+        f"| {'chapter / test file':<48} | seconds | budget | time / budget |",
+        f"|{'-' * 50}|--------:|-------:|--------------:|",
+    ]
     for name, secs, budget in rows:
         frac = f"{secs / budget:.2f}" + (" OVER" if secs > budget else "") if budget else ""
         lines.append(f"| {name:<48} | {secs:7.1f} | {budget or '':>6} | {frac:>13} |")
@@ -151,9 +171,16 @@ def table(rows, mode: str) -> str:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("mode", choices=["quick", "paper", "cache"])
-    p.add_argument("--only", default=None, help="only chapters whose file name contains one of these comma-separated strings, e.g. 08_,09_")
+    p.add_argument(
+        "--only", default=None, help="only chapters whose file name contains one of these comma-separated strings, e.g. 08_,09_"
+    )
     p.add_argument("--timeout", type=int, default=5400, help="per-cell timeout for paper mode (s)")
-    p.add_argument("--scale", default="paper", choices=["quick", "paper"], help="paper mode: the scale to execute at; cache mode: the scale `make book` used (sets the budgets)")
+    p.add_argument(
+        "--scale",
+        default="paper",
+        choices=["quick", "paper"],
+        help="paper mode: the scale to execute at; cache mode: the scale `make book` used (sets the budgets)",
+    )
     p.add_argument("--save-dir", default=None, help="paper mode: write the executed notebooks here")
     p.add_argument("--cache-path", default=str(ROOT / "_build" / ".jupyter_cache"))
     p.add_argument("--markdown", default=None, help="also write the table to this file")

@@ -17,6 +17,7 @@ Both runs draw their random numbers on the CPU (``companion.device`` moves the d
 device), so a CPU and a GPU run of one chapter start from the same data; their numbers differ by floating
 point rounding and its propagation through the experiment. The verdicts must agree.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,16 @@ def _row(chapter: str, claim: str, paper: str, measured: str, passed: bool) -> d
 
 
 def _from_records(records: list[dict]) -> list[dict]:
-    return [_row(r.get("chapter") or r.get("title", ""), r["claim"], r.get("paper", ""), r.get("measured", ""),
-                 r.get("passed", r.get("verdict") in ("holds", "erratum"))) for r in records]
+    return [
+        _row(
+            r.get("chapter") or r.get("title", ""),
+            r["claim"],
+            r.get("paper", ""),
+            r.get("measured", ""),
+            r.get("passed", r.get("verdict") in ("holds", "erratum")),
+        )
+        for r in records
+    ]
 
 
 def _from_notebook(path: Path) -> list[dict]:
@@ -58,15 +67,22 @@ def _from_notebook(path: Path) -> list[dict]:
             if block:
                 rows += _from_records(json.loads(block.group(1).replace("<\\/", "</")))
                 continue
-            title = TITLE.search(text)           # a table without records: read its cells
+            title = TITLE.search(text)  # a table without records: read its cells
             chapter = html.unescape(title.group(1)) if title else ""
             for tr in TR.findall(text):
-                cells = TD.findall(tr)         # claim, paper, [threshold,] measured, verdict
+                cells = TD.findall(tr)  # claim, paper, [threshold,] measured, verdict
                 if len(cells) < 4:
                     continue
                 claim, paper, measured, verdict = cells[0], cells[1], cells[-2], cells[-1]
-                rows.append(_row(chapter, html.unescape(claim), html.unescape(TAG.sub(" ", paper)),
-                                 html.unescape(TAG.sub(" ", measured)), "holds" in verdict))
+                rows.append(
+                    _row(
+                        chapter,
+                        html.unescape(claim),
+                        html.unescape(TAG.sub(" ", paper)),
+                        html.unescape(TAG.sub(" ", measured)),
+                        "holds" in verdict,
+                    )
+                )
     return rows
 
 
@@ -109,8 +125,15 @@ def compare(a: list[dict], b: list[dict]) -> tuple[list[dict], bool]:
             continue
         agree = r["passed"] == s["passed"]
         ok &= agree
-        out.append({**r, "other": s["measured"], "other_passed": s["passed"], "verdicts_agree": agree,
-                    "max_rel_diff": rel_diff(r["measured"], s["measured"])})
+        out.append(
+            {
+                **r,
+                "other": s["measured"],
+                "other_passed": s["passed"],
+                "verdicts_agree": agree,
+                "max_rel_diff": rel_diff(r["measured"], s["measured"]),
+            }
+        )
     for s in bmap.values():
         out.append({**s, "other": None, "verdicts_agree": False, "max_rel_diff": None, "only_in": "B"})
         ok = False
@@ -136,19 +159,27 @@ def main(argv=None) -> int:
     for r in rows:
         d = "" if r["max_rel_diff"] is None else f"{r['max_rel_diff']:.1e}"
         other = "—" if r["other"] is None else ("holds" if r.get("other_passed") else "fails")
-        print(f"| {r['chapter']} | {r['claim']} | {r['measured']} | {'holds' if r['passed'] else 'fails'} | "
-              f"{r['other'] if r['other'] is not None else '—'} | {other} | {d} | {'yes' if r['verdicts_agree'] else 'NO'} |")
+        print(
+            f"| {r['chapter']} | {r['claim']} | {r['measured']} | {'holds' if r['passed'] else 'fails'} | "
+            f"{r['other'] if r['other'] is not None else '—'} | {other} | {d} | {'yes' if r['verdicts_agree'] else 'NO'} |"
+        )
     diffs = sorted((r for r in rows if r["max_rel_diff"] is not None), key=lambda r: -r["max_rel_diff"])
     not_comparable = sum(1 for r in rows if r["other"] is not None and r["max_rel_diff"] is None)
-    print(f"\n{len(rows)} claims; all verdicts agree: {ok}; largest relative difference of the measured numbers: "
-          + (f"{diffs[0]['max_rel_diff']:.2e} ({diffs[0]['chapter']}: {diffs[0]['claim']})" if diffs else "—")
-          + (f"; {not_comparable} claims whose measured text has different numbers of numbers" if not_comparable else ""))
-    for r in diffs[1:args.top]:
+    print(
+        f"\n{len(rows)} claims; all verdicts agree: {ok}; largest relative difference of the measured numbers: "
+        + (f"{diffs[0]['max_rel_diff']:.2e} ({diffs[0]['chapter']}: {diffs[0]['claim']})" if diffs else "—")
+        + (f"; {not_comparable} claims whose measured text has different numbers of numbers" if not_comparable else "")
+    )
+    for r in diffs[1 : args.top]:
         print(f"  {r['max_rel_diff']:.2e}  {r['chapter']}: {r['claim']}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "all_verdicts_agree": ok,
-                                               "max_rel_diff": diffs[0]["max_rel_diff"] if diffs else None},
-                                              indent=1, ensure_ascii=False))
+        Path(args.json).write_text(
+            json.dumps(
+                {"rows": rows, "all_verdicts_agree": ok, "max_rel_diff": diffs[0]["max_rel_diff"] if diffs else None},
+                indent=1,
+                ensure_ascii=False,
+            )
+        )
     return 0 if ok else 1
 
 

@@ -18,6 +18,7 @@ failed or external request, no JS error, no traceback, no dead widget, theorem b
 The checks run through the tool's own ``check_site`` (shared with its command line), one browser for all pages,
 so pytest-playwright's per-test ``page`` fixture is not used.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,12 +43,14 @@ def _nbval_executed_notebooks(session) -> dict[str, object]:
     nbval keeps each cell's outputs in ``item.test_outputs``; a notebook counts only when every code cell ran.
     """
     import copy
+
     by_file: dict[Path, dict] = {}
     for item in session.items:
         if type(item).__name__ != "IPyNbCell":
             continue
-        f = by_file.setdefault(Path(str(item.parent.fspath)).resolve(),
-                               {"nb": copy.deepcopy(item.parent.nb), "outs": {}, "complete": True})
+        f = by_file.setdefault(
+            Path(str(item.parent.fspath)).resolve(), {"nb": copy.deepcopy(item.parent.nb), "outs": {}, "complete": True}
+        )
         outs = getattr(item, "test_outputs", None)
         if outs is None:
             f["complete"] = False
@@ -71,9 +74,11 @@ def _build_with_outputs(out_dir: Path, notebooks: dict) -> tuple[int, str, Path]
     """``jupyter-book build -W`` whose chapters take their outputs from ``notebooks`` through a jupyter-cache
     (myst-nb's ``cache`` mode matches a chapter by its code cells), so nothing is executed twice."""
     import subprocess
+
     import yaml
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
+
     cache_dir = out_dir / "jupyter_cache"
     cache = get_cache(str(cache_dir))
     for name, nb in notebooks.items():
@@ -84,8 +89,12 @@ def _build_with_outputs(out_dir: Path, notebooks: dict) -> tuple[int, str, Path]
     config = out_dir / "_config.yml"
     config.write_text(yaml.safe_dump(cfg, sort_keys=False))
     jb = str(Path(sys.executable).with_name("jupyter-book"))
-    proc = subprocess.run([jb, "build", str(ROOT), "--config", str(config), "--path-output", str(out_dir),
-                           "-W", "--keep-going", "--all"], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [jb, "build", str(ROOT), "--config", str(config), "--path-output", str(out_dir), "-W", "--keep-going", "--all"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     return proc.returncode, proc.stdout + proc.stderr, out_dir / "_build" / "html"
 
 
@@ -108,8 +117,9 @@ def site(request, tmp_path_factory):
     if chapters and all(c in executed for c in chapters):
         code, log, html = _build_with_outputs(tmp_path_factory.mktemp("site_executed"), executed)
         assert code == 0, "the site built from nbval's outputs failed:\n" + log[-3000:]
-        assert "Executing notebook" not in log, "a chapter missed nbval's cached outputs and was executed again:\n" + \
-            "\n".join(line for line in log.splitlines() if "notebook" in line)
+        assert "Executing notebook" not in log, "a chapter missed nbval's cached outputs and was executed again:\n" + "\n".join(
+            line for line in log.splitlines() if "notebook" in line
+        )
         print(f"browser check on a site built from nbval's outputs of {len(chapters)} chapters")
         return html, True
     code, log, html = request.getfixturevalue("built_site")
@@ -139,6 +149,7 @@ def test_page_reads_well_in_the_browser(results, page):
 def test_chapter_page_has_maths_boxes_buttons_and_screenshots(results, page):
     """Guards against a vacuous pass: the things the checks look at are really there."""
     from PIL import Image
+
     r = results[page].report
     source = (ROOT / f"{page}.md").read_text()
     if "$" in source:
@@ -168,16 +179,26 @@ BAD_PAGE = """<!doctype html><html><head><title>bad</title></head><body><main>
 
 def test_checker_flags_a_broken_page(tmp_path):
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(2, 2))
     ax.plot([0, 1])
     fig.savefig(tmp_path / "transparent.png", transparent=True)
     plt.close(fig)
     (tmp_path / "bad.html").write_text(BAD_PAGE)
-    (res,) = bc.check_site(tmp_path, tmp_path / "shots", ["bad"], executed=False, dark=False, root=tmp_path,
-                           log=lambda *_: None)
+    (res,) = bc.check_site(tmp_path, tmp_path / "shots", ["bad"], executed=False, dark=False, root=tmp_path, log=lambda *_: None)
     text = "\n".join(res.problems)
-    for expected in ("not typeset", "raw TeX", "images that did not load", "failed requests", "JavaScript exceptions",
-                     "traceback", "dead widget", "transparent background", "stray matplotlib"):
+    for expected in (
+        "not typeset",
+        "raw TeX",
+        "images that did not load",
+        "failed requests",
+        "JavaScript exceptions",
+        "traceback",
+        "dead widget",
+        "transparent background",
+        "stray matplotlib",
+    ):
         assert expected in text, f"{expected!r} not flagged; problems were:\n{text}"

@@ -7,6 +7,7 @@ it must make exactly one pip call installing ``companion @ git+<url>`` (no torch
 flag that would replace Colab's CUDA torch). Outside Colab the same cell must be a no-op. After it, the
 chapter's scale must be ``paper`` (Colab sets no COMPANION_SCALE) and the chapter must print the device.
 """
+
 from __future__ import annotations
 
 import json
@@ -97,6 +98,7 @@ def test_outside_colab_the_cell_is_a_no_op(md, monkeypatch):
 @pytest.mark.parametrize("md", CHAPTERS, ids=IDS)
 def test_colab_defaults_to_paper_scale_and_prints_the_device(md, monkeypatch):
     from companion import scale
+
     _run_cell(_source(_code_cells(md)[0]), monkeypatch, colab=True)
     assert scale.current() == "paper"
     code = "\n".join(_source(c) for c in _code_cells(md))
@@ -111,9 +113,11 @@ def test_install_cell_in_a_fresh_colab_like_environment():
     from git (this repository's HEAD standing in for GitHub), keeps torch, and the same kernel then imports it.
     About 15-25 s; ``python tools/colab_sim.py`` runs a whole chapter this way."""
     import shutil
+
     if shutil.which("git") is None or not (ROOT / ".git").exists() or not (ROOT / ".venv").exists():
         pytest.skip("needs git, a git checkout and the project's .venv")
     import colab_sim
+
     first = ROOT / "book" / "paper_a" / "01_setup.ipynb"  # the model chapter; any chapter's install cell is the same
     res = colab_sim.simulate(first, install_only=True, log=lambda *_: None)
     assert res["error"] is None, res["error"]

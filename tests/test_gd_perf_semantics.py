@@ -7,15 +7,16 @@ check that per-member step sizes, divergence flags and iterations, freezing, his
 are unchanged, and that the loop makes no host synchronisation per step. No timings here
 (benchmarks/run.py measures speed).
 """
+
 from __future__ import annotations
 
 import math
 
 import pytest
 import torch
+from host_conversions import HostConversions  # noqa: E402
 
 from companion import gd
-from host_conversions import HostConversions  # noqa: E402
 
 F64 = torch.float64
 
@@ -106,10 +107,9 @@ def test_finite_rows_matches_isfinite_all(dtype, gen):
                 y = x.clone()
                 y[1, j] = bad
                 assert torch.equal(gd.finite_rows(y), torch.isfinite(y).all(1)), (D, j, bad)
-    big = torch.full((2, 50), torch.finfo(dtype).max, dtype=dtype)       # finite, but its sum overflows
+    big = torch.full((2, 50), torch.finfo(dtype).max, dtype=dtype)  # finite, but its sum overflows
     assert bool(gd.finite_rows(big).all())
-    assert torch.equal(gd.finite_rows(torch.tensor([1.0, math.nan, math.inf], dtype=dtype)),
-                       torch.tensor([True, False, False]))
+    assert torch.equal(gd.finite_rows(torch.tensor([1.0, math.nan, math.inf], dtype=dtype)), torch.tensor([True, False, False]))
     assert torch.equal(gd.finite_rows(torch.zeros(4, 0, dtype=dtype)), torch.ones(4, dtype=torch.bool))
     z = torch.randn(2, 3, 4, generator=gen).to(dtype)
     z[0, 2, 3] = math.nan
@@ -140,12 +140,11 @@ def test_divergence_iteration_freeze_and_history_match_reference(gen):
         _same(res.history[k], ref_h[k])
     # the blow-ups: ‖θ_t‖ grows like 1000^t (member 2) and 1e5^t (member 3) until ½‖θ‖² overflows; the flag is
     # the first iteration whose loss is non-finite, and the member is frozen at that (finite) iterate
-    lg = quadratic(curv)
     for e, growth in ((2, 1000.0), (3, 1e5)):
-        frozen = [res.params[0][e:e + 1], res.params[1][e:e + 1]]
+        frozen = [res.params[0][e : e + 1], res.params[1][e : e + 1]]
         assert all(bool(torch.isfinite(p).all()) for p in frozen)
         before = [p / growth for p in frozen]
-        c1 = curv[e:e + 1]
+        c1 = curv[e : e + 1]
         assert not math.isfinite(float(quadratic(c1)(frozen)[0][0]))
         assert math.isfinite(float(quadratic(c1)(before)[0][0]))
         assert 0 < int(res.diverged_at[e]) < steps
@@ -169,7 +168,7 @@ def test_nonfinite_new_params_flag_at_the_step(gen):
         (a,) = p
         return (a * 0).sum(1), [torch.full_like(a, 1e300)]
 
-    eta = torch.tensor([1.0, 1e10, 1e-300], dtype=F64)     # member 1: 1e310 overflows at the first step
+    eta = torch.tensor([1.0, 1e10, 1e-300], dtype=F64)  # member 1: 1e310 overflows at the first step
     res = gd.run(lg, params, 5, eta, progress=False)
     ref_p, _, _, ref_at = reference_run(lg, params, 5, eta, [0, 5])
     assert torch.equal(res.diverged_at, ref_at)
@@ -198,8 +197,6 @@ def test_step_rule_and_wider_eta_dtype(gen):
     torch.testing.assert_close(res.history["eta"], ref_h["eta"], rtol=1e-6, atol=0, equal_nan=True)
 
 
-
-
 def test_no_host_sync_per_step(gen):
     """The number of host conversions does not grow with the number of steps (none inside the loop)."""
     E = 5
@@ -219,7 +216,7 @@ def test_frozen_members_do_not_disturb_the_others(gen):
     E = 4
     params = _params(E, gen)
     curv = torch.ones(E, dtype=F64)
-    eta = torch.tensor([0.3, 1e4, 0.7, 1e6], dtype=F64)     # members 1 and 3 overflow within 80 steps
+    eta = torch.tensor([0.3, 1e4, 0.7, 1e6], dtype=F64)  # members 1 and 3 overflow within 80 steps
     res = gd.run(quadratic(curv), params, 80, eta, progress=False)
     keep = [0, 2]
     alone = gd.run(quadratic(curv[keep]), [p[keep] for p in params], 80, eta[keep], progress=False)

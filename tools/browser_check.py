@@ -21,6 +21,7 @@ checks on the site the test suite builds.
 Set-up: ``pip install playwright`` (in ``requirements.txt``) and ``apt-get install chromium``; ``$CHROMIUM``
 names another binary. ``playwright install`` is not needed: the tool never uses Playwright's own browser builds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,17 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 DEBIAN_CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-CHROMIUM_ARGS = ["--disable-gpu", "--disable-quic", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--disable-default-apps", "--disable-extensions", "--mute-audio", "--hide-scrollbars"]
+CHROMIUM_ARGS = [
+    "--disable-gpu",
+    "--disable-quic",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--mute-audio",
+    "--hide-scrollbars",
+]
 WIDTH, HEIGHT, MAX_SHOT_HEIGHT = 1280, 900, 16000
 PRF_RE = re.compile(r"^\s*(?:```+|:::+)\{prf:(\w+)\}", re.M)
 
@@ -146,7 +156,8 @@ PAGE_REPORT_JS = r"""
     outputs: outputs.length,
     tracebacks: tracebacks,
     strayReprs: q('.cell_output .output.text_plain').map(e => e.textContent.trim())
-      .filter(t => /^(<matplotlib\.[\w.]+ (object )?at 0x[0-9a-f]+>|\[<matplotlib\.|Text\(-?[\d.e+-]+, -?[\d.e+-]+, |<Figure size )/.test(t))
+      .filter(t => new RegExp('^(<matplotlib\\.[\\w.]+ (object )?at 0x[0-9a-f]+>|\\[<matplotlib\\.'
+                              + '|Text\\(-?[\\d.e+-]+, -?[\\d.e+-]+, |<Figure size )').test(t))
       .map(t => t.slice(0, 80)),
     widgetScripts: document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length,
     widgetText: widgetText,
@@ -164,7 +175,7 @@ PAGE_REPORT_JS = r"""
 
 @dataclass
 class PageResult:
-    name: str                      # toc file, e.g. "book/paper_a/01_setup"
+    name: str  # toc file, e.g. "book/paper_a/01_setup"
     url: str
     report: dict = field(default_factory=dict)
     requests_failed: list = field(default_factory=list)
@@ -181,20 +192,24 @@ class LoadedPage:
         self.failed: list[str] = []
         self.external: list[str] = []
         self.exceptions: list[str] = []
-        self.context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT}, device_scale_factor=1,
-                                           color_scheme="light")
+        self.context = browser.new_context(
+            viewport={"width": WIDTH, "height": HEIGHT}, device_scale_factor=1, color_scheme="light"
+        )
         self.page = self.context.new_page()
         self.page.set_default_timeout(timeout * 1000)
-        self.page.on("request", lambda r: None if r.url.startswith((origin, "data:", "blob:", "about:"))
-                     else self.external.append(r.url))
+        self.page.on(
+            "request", lambda r: None if r.url.startswith((origin, "data:", "blob:", "about:")) else self.external.append(r.url)
+        )
         self.page.on("requestfailed", self._request_failed)
         self.page.on("response", self._response)
         self.page.on("pageerror", lambda e: self.exceptions.append((e.stack or str(e))[:300]))
         self.page.goto(url, wait_until="load", timeout=timeout * 1000)
         self.set_theme("light")
-        mj_error = self.evaluate("(async () => { if (window.MathJax && MathJax.startup && MathJax.startup.promise) "
-                                 "{ try { await MathJax.startup.promise; } catch (e) { return String(e); } } "
-                                 "return ''; })()")
+        mj_error = self.evaluate(
+            "(async () => { if (window.MathJax && MathJax.startup && MathJax.startup.promise) "
+            "{ try { await MathJax.startup.promise; } catch (e) { return String(e); } } "
+            "return ''; })()"
+        )
         self.page.wait_for_timeout(300)  # late image/font requests
         if mj_error:
             self.exceptions.append(f"MathJax failed: {mj_error[:300]}")
@@ -216,9 +231,11 @@ class LoadedPage:
     def set_theme(self, mode: str):
         """pydata-sphinx-theme: an explicit choice wins over the OS preference, which is emulated as well."""
         self.page.emulate_media(color_scheme=mode)
-        self.evaluate(f"document.documentElement.dataset.theme = '{mode}'; "
-                      f"document.documentElement.dataset.mode = '{mode}'; "
-                      "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))")
+        self.evaluate(
+            f"document.documentElement.dataset.theme = '{mode}'; "
+            f"document.documentElement.dataset.mode = '{mode}'; "
+            "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
+        )
 
     def screenshot(self, path: Path, height: int):
         """A JPEG of the top ``height`` pixels (at most ``MAX_SHOT_HEIGHT``): the viewport is made that tall.
@@ -285,8 +302,7 @@ def page_problems(name: str, res: PageResult, html_dir: Path, executed: bool, ro
     if r["tracebacks"]:
         out.append(f"cell outputs with an error traceback: {[t[:120] for t in r['tracebacks'][:2]]}")
     if r.get("strayReprs"):
-        out.append(f"stray matplotlib return values shown as output (end the cell with ';' or plt.show()): "
-                   f"{r['strayReprs'][:3]}")
+        out.append(f"stray matplotlib return values shown as output (end the cell with ';' or plt.show()): {r['strayReprs'][:3]}")
     if r["widgetScripts"] or r["widgetText"]:
         out.append(f"dead widget placeholder(s): {r['widgetScripts']} widget-view scripts, text {r['widgetText'][:2]}")
     want = expected_proofs(name, root)
@@ -328,6 +344,7 @@ def page_problems(name: str, res: PageResult, html_dir: Path, executed: bool, ro
         else:
             sys.path.insert(0, str(Path(__file__).resolve().parent))
             import chapters
+
             if json.loads(served_nb.read_text()) != json.loads(chapters.notebook_json(served_md)):
                 out.append("the .ipynb download is not the chapter's paired notebook")
         if executed and r["outputs"] == 0:
@@ -337,8 +354,16 @@ def page_problems(name: str, res: PageResult, html_dir: Path, executed: bool, ro
     return out
 
 
-def check_site(html_dir: Path, out_dir: Path | None, pages: list[str] | None = None, executed: bool | None = None,
-               binary: str | None = None, dark: bool = True, root: Path = ROOT, log=print) -> list[PageResult]:
+def check_site(
+    html_dir: Path,
+    out_dir: Path | None,
+    pages: list[str] | None = None,
+    executed: bool | None = None,
+    binary: str | None = None,
+    dark: bool = True,
+    root: Path = ROOT,
+    log=print,
+) -> list[PageResult]:
     """Load every page in headless Chromium; returns one :class:`PageResult` per page (``.problems`` empty: fine).
 
     ``executed``: whether the chapters were executed by the build (then each chapter must show outputs and a
@@ -389,10 +414,16 @@ def check_site(html_dir: Path, out_dir: Path | None, pages: list[str] | None = N
         if res.report:
             res.problems += page_problems(res.name, res, html_dir, executed, root)
         r = res.report
-        log(f"{'ok  ' if not res.problems else 'FAIL'} {res.name}: "
-            + (f"{r.get('mjx', 0)} formulas, {len(r.get('images', []))} images, {r.get('outputs', 0)} outputs, "
-               f"{len(r.get('proofs', []))} theorem boxes" if r else "")
-            + "".join(f"\n       - {p}" for p in res.problems))
+        log(
+            f"{'ok  ' if not res.problems else 'FAIL'} {res.name}: "
+            + (
+                f"{r.get('mjx', 0)} formulas, {len(r.get('images', []))} images, {r.get('outputs', 0)} outputs, "
+                f"{len(r.get('proofs', []))} theorem boxes"
+                if r
+                else ""
+            )
+            + "".join(f"\n       - {p}" for p in res.problems)
+        )
     return results
 
 
@@ -401,8 +432,12 @@ def main(argv=None) -> int:
     ap.add_argument("html_dir", nargs="?", default=str(ROOT / "_build" / "html"))
     ap.add_argument("--out", default=str(ROOT / "artifacts" / "screenshots"), help="screenshot folder")
     ap.add_argument("--pages", nargs="*", help="docnames (default: every page in _toc.yml)")
-    ap.add_argument("--executed", choices=["yes", "no", "auto"], default="auto",
-                    help="require cell outputs and a figure on every chapter (default: auto-detect)")
+    ap.add_argument(
+        "--executed",
+        choices=["yes", "no", "auto"],
+        default="auto",
+        help="require cell outputs and a figure on every chapter (default: auto-detect)",
+    )
     args = ap.parse_args(argv)
     executed = {"yes": True, "no": False, "auto": None}[args.executed]
     results = check_site(Path(args.html_dir), Path(args.out), args.pages, executed)

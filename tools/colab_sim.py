@@ -14,6 +14,7 @@ committed HEAD (uncommitted changes are not installed, as on GitHub), pip builds
 the scale is ``quick`` unless ``--scale paper``. The script then checks that pip installed ``companion`` from git
 into the fresh environment, did not install or upgrade torch, and that every cell ran without error.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL_RE = re.compile(r'"companion @ git\+(?P<url>[^"]+)"')
 
-RUNNER = r'''
+RUNNER = r"""
 import json, sys, time
 import nbformat, nbclient
 nb = nbformat.read(sys.argv[1], as_version=4)
@@ -59,7 +60,7 @@ for c in nb.cells:
         out["cells"].append({"source": c.source[:80], "stream": text[-400:],
                              "mimes": [m for o in c.outputs for m in o.get("data", {})]})
 print("@@RESULT@@" + json.dumps(out))
-'''
+"""
 
 
 def site_packages(prefix: Path) -> Path:
@@ -71,41 +72,80 @@ def simulate(notebook: Path, scale: str = "quick", keep: bool = False, install_o
     notebook = notebook.resolve()
     nb = json.loads(notebook.read_text())
     url = INSTALL_RE.search("".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")).group("url")
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     local_url = f"file://localhost{ROOT}@{head}"  # pip 23 rejects "name @ git+file:///path" (no host)
     tmp = Path(tempfile.mkdtemp(prefix="colab-sim-"))
     env_dir = tmp / "env"
     venv.EnvBuilder(with_pip=False, symlinks=True).create(env_dir)
     py = env_dir / "bin" / "python"
     project_site = site_packages(ROOT / ".venv")
-    sp = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                             capture_output=True, text=True, check=True).stdout.strip())
+    sp = Path(
+        subprocess.run(
+            [str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
     (sp / "colab_preinstalled.pth").write_text(str(project_site) + "\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "COMPANION_WIDGETS")}
-    env.update(COMPANION_SCALE=scale, COMPANION_PROGRESS="0", PIP_NO_BUILD_ISOLATION="0",
-               PIP_DISABLE_PIP_VERSION_CHECK="1", PATH=f"{env_dir / 'bin'}:{env.get('PATH', '')}")
-    probe = subprocess.run([str(py), "-c", "import torch, numpy, scipy, matplotlib, ipykernel, ipywidgets, pip\n"
-                            "try:\n    import companion\nexcept ImportError:\n    print('clean')\nelse:\n"
-                            "    print('companion visible:', companion.__file__)\nprint(torch.__version__)"],
-                           capture_output=True, text=True, env=env)
+    env.update(
+        COMPANION_SCALE=scale,
+        COMPANION_PROGRESS="0",
+        PIP_NO_BUILD_ISOLATION="0",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PATH=f"{env_dir / 'bin'}:{env.get('PATH', '')}",
+    )
+    probe = subprocess.run(
+        [
+            str(py),
+            "-c",
+            "import torch, numpy, scipy, matplotlib, ipykernel, ipywidgets, pip\n"
+            "try:\n    import companion\nexcept ImportError:\n    print('clean')\nelse:\n"
+            "    print('companion visible:', companion.__file__)\nprint(torch.__version__)",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     log(f"fresh env {env_dir}: {probe.stdout.strip()} {probe.stderr.strip()[-300:]}")
     if not probe.stdout.startswith("clean"):
         raise RuntimeError(f"the simulated Colab environment is not clean: {probe.stdout} {probe.stderr}")
     torch_before = probe.stdout.split()[-1]
     t0 = time.time()
-    proc = subprocess.run([str(py), "-c", RUNNER, str(notebook), f"git+{url}", f"git+{local_url}",
-                           "install-only" if install_only else "all"],
-                          capture_output=True, text=True, env=env, cwd=tmp)
-    res = json.loads(proc.stdout.split("@@RESULT@@", 1)[1]) if "@@RESULT@@" in proc.stdout else \
-        {"error": f"runner failed: {proc.stderr[-2000:]}", "cells": [], "seconds": time.time() - t0}
-    check = subprocess.run([str(py), "-c", "import companion, torch, importlib.metadata as m\n"
-                            "d = m.distribution('companion')\n"
-                            "print(companion.__file__); print(torch.__version__); print(d.read_text('direct_url.json'))"],
-                           capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [str(py), "-c", RUNNER, str(notebook), f"git+{url}", f"git+{local_url}", "install-only" if install_only else "all"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp,
+    )
+    res = (
+        json.loads(proc.stdout.split("@@RESULT@@", 1)[1])
+        if "@@RESULT@@" in proc.stdout
+        else {"error": f"runner failed: {proc.stderr[-2000:]}", "cells": [], "seconds": time.time() - t0}
+    )
+    check = subprocess.run(
+        [
+            str(py),
+            "-c",
+            "import companion, torch, importlib.metadata as m\n"
+            "d = m.distribution('companion')\n"
+            "print(companion.__file__); print(torch.__version__); print(d.read_text('direct_url.json'))",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     lines = check.stdout.strip().splitlines()
-    res.update(notebook=str(notebook.relative_to(ROOT)), env=str(env_dir), torch_before=torch_before,
-               companion_file=lines[0] if lines else "", torch_after=lines[1] if len(lines) > 1 else "",
-               direct_url=lines[2] if len(lines) > 2 else "", installed_into_env=bool(lines) and lines[0].startswith(str(env_dir)))
+    res.update(
+        notebook=str(notebook.relative_to(ROOT)),
+        env=str(env_dir),
+        torch_before=torch_before,
+        companion_file=lines[0] if lines else "",
+        torch_after=lines[1] if len(lines) > 1 else "",
+        direct_url=lines[2] if len(lines) > 2 else "",
+        installed_into_env=bool(lines) and lines[0].startswith(str(env_dir)),
+    )
     res["torch_in_env"] = any(p.name.startswith("torch") for p in sp.iterdir())
     if not keep:
         subprocess.run(["rm", "-rf", str(tmp)])
@@ -123,8 +163,7 @@ def main(argv=None) -> int:
     for c in res["cells"][:4]:
         print("cell:", c["source"].splitlines()[0] if c["source"] else "", "|", c["stream"].strip()[-200:])
     print(json.dumps({k: v for k, v in res.items() if k != "cells"}, indent=1))
-    ok = (not res["error"] and res["installed_into_env"] and not res["torch_in_env"]
-          and res["torch_before"] == res["torch_after"])
+    ok = not res["error"] and res["installed_into_env"] and not res["torch_in_env"] and res["torch_before"] == res["torch_after"]
     print("OK: ran like Colab" if ok else "FAILED")
     return 0 if ok else 1
 

@@ -8,18 +8,8 @@ import math
 
 import pytest
 import torch
-from torch.nn.functional import pad
 
 from companion import bounds, deepnet, device, gd
-
-
-def embed(params, width, d):
-    """Zero-pad the hidden layers of ``params`` to ``width`` units (the embedding of Chapter 3)."""
-    last = len(params) - 1
-    return [
-        pad(w, (0, (d if l == 0 else width) - w.shape[2], 0, (1 if l == last else width) - w.shape[1]))
-        for l, w in enumerate(params)
-    ]
 
 
 @pytest.fixture
@@ -35,8 +25,7 @@ def test_zero_embedding_is_exact_for_tanh(gen, L):
     X = deepnet.ball_data(n, d, generator=gen, dtype=torch.float64, device="cpu")
     y = device.randn((n,), generator=gen, dtype=torch.float64, device="cpu")
     p = deepnet.init_params([d] + [narrow] * (L - 1) + [1], 3, 1.0, generator=gen, dtype=torch.float64, device="cpu")
-    q = embed(p, wide, d)
-    mask = embed([torch.ones_like(w) for w in p], wide, d)
+    q, mask = deepnet.embed(p, wide)
     eta = 0.05
     a = gd.run(bounds.loss_and_gradient_fn(p, X, y, "tanh"), p, 50, eta, record_at=range(51))
     b = gd.run(bounds.loss_and_gradient_fn(q, X, y, "tanh"), q, 50, eta, record_at=range(51))
@@ -51,7 +40,7 @@ def test_zero_embedding_is_not_exact_for_sigmoid(gen):
     X = deepnet.ball_data(6, d, generator=gen, dtype=torch.float64, device="cpu")
     y = device.randn((6,), generator=gen, dtype=torch.float64, device="cpu")
     p = deepnet.init_params([d, 4, 4, 1], 2, 1.0, generator=gen, dtype=torch.float64, device="cpu")
-    q, mask = embed(p, 8, d), embed([torch.ones_like(w) for w in p], 8, d)
+    q, mask = deepnet.embed(p, 8)
     b = gd.run(bounds.loss_and_gradient_fn(q, X, y, "sigmoid"), q, 5, 0.05)
     assert max(float((w * (1 - m)).abs().max()) for w, m in zip(b.params, mask)) > 0
 

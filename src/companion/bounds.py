@@ -582,7 +582,7 @@ def lemma_4_1(params1, params2, X: Tensor, y: Tensor, act) -> Comparison:
 def equation_14(params, X: Tensor, act) -> Comparison:
     """Both sides of eq. (14): ``lhs = ‖∇_W F(x_i; W)‖`` ``(E, n)`` and ``rhs`` = :func:`gradient_norm_bound` ``(E,)``.
 
-    Paper A, eq. (14) in the proof of Lemma 4.5 (Chapter 2).
+    Paper A, eq. (14) in the proof of Lemma 4.5 (Chapter 2; along GD trajectories in Chapters 3–4).
     """
     _check_devices(params, None, X)
     check_assumptions(act, X)

@@ -30,8 +30,8 @@
 # of the working tree (prepared on any machine with network access, ~20 MB):
 #
 #     pip download --only-binary=:all: --python-version 3.12 --implementation cp \
-#         --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform any \
-#         -d .whl nbformat nbclient ipykernel jupytext ipywidgets pyyaml
+#         --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 --platform any \
+#         -d .whl nbformat nbclient ipykernel jupytext ipywidgets pyyaml networkx
 #
 # and carry .whl with the tree; this script installs them with
 # `pip install --no-index --find-links .whl --target /tmp/site ...` and puts /tmp/site on PYTHONPATH (the
@@ -76,13 +76,13 @@ fi
 
 # 1. notebook packages
 NB_OK=1
-if ! "$PYTHON" -c "import nbformat, nbclient, ipykernel, jupytext, ipywidgets" 2>/dev/null; then
+if ! "$PYTHON" -c "import nbformat, nbclient, ipykernel, jupytext, ipywidgets, yaml, networkx" 2>/dev/null; then
   if [ -d .whl ]; then
     "$PYTHON" -m pip install -q --no-index --find-links .whl --target /tmp/site \
-      nbformat nbclient ipykernel jupytext ipywidgets pyyaml > "$OUT_DIR/wheels.log" 2>&1
+      nbformat nbclient ipykernel jupytext ipywidgets pyyaml networkx > "$OUT_DIR/wheels.log" 2>&1
     export PYTHONPATH="$PYTHONPATH:/tmp/site"
   fi
-  if ! "$PYTHON" -c "import nbformat, nbclient, ipykernel, jupytext, ipywidgets" 2>/dev/null; then
+  if ! "$PYTHON" -c "import nbformat, nbclient, ipykernel, jupytext, ipywidgets, yaml, networkx" 2>/dev/null; then
     NB_OK=0
     log "notebook packages missing (see the header of this script for the wheels): chapters not executed"
   else

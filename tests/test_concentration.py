@@ -122,3 +122,19 @@ def test_mixed_devices_and_dtypes_are_named(gen):
         cc.gradient_gap_ratio(W, v, X.to("meta"), a)
     with pytest.raises(ValueError, match="float32"):
         cc.path_deviation(W, v, X, a.float(), points=3)
+
+
+def test_sqrt_law_fit_recovers_coefficients():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    rho = np.array([4.0, 8, 16, 32, 64])
+    Y = (2 / np.sqrt(rho) + 1 / rho)[:, None] * (1 + 0.01 * rng.standard_normal((5, 12)))
+    c1, c2 = cc.sqrt_law_fit(rho, Y)
+    assert c1.contains(2.0) and c2.contains(1.0) and c1.low > 1.9
+    c1, c2 = cc.sqrt_law_fit(rho, (1 / rho)[:, None] * (1 + 0.01 * rng.standard_normal((5, 12))))
+    assert c1.contains(0.0)                                             # a pure d/n law
+    c1, c2 = cc.sqrt_law_fit(rho, (rho ** -0.3)[:, None] * (1 + 0.01 * rng.standard_normal((5, 12))))
+    assert c2.high < 0                                                  # slower than sqrt(d/n)
+    with pytest.raises(ValueError, match="K = len"):
+        cc.sqrt_law_fit(rho[:2], Y[:2])

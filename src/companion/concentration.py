@@ -209,3 +209,37 @@ def path_deviation(W: Tensor, v: Tensor, X: Tensor, a: Tensor, points: int = 33)
         dev[ok] = deviation(X, u[ok], ww[ok])
         out.append(dev.view(E, -1).max(1).values)
     return torch.stack(out, -1)
+
+
+# ------------------------------------------------------------------------------------------ the rate
+def sqrt_law_fit(ratios, deviations, confidence: float = 0.99):
+    """Fit ``δ̂ ≈ c1 √(d/n) + c2 d/n`` per curve and average over curves (paper B, Theorem 10; Chapter 12).
+
+    ``ratios``: ``(K,)`` values of ``n/d``; ``deviations``: ``(K, E)``, one curve of searched deviations per member
+    (a dimension and a data set). Each member's ``(c1, c2)`` is the least-squares fit without intercept; the result
+    is a pair of :class:`companion.stats.Estimate` (mean over members with a Student-t interval). The ``√(d/n)`` term
+    is Theorem 10's rate; the ``d/n`` term is the finite-size term that the sample covariance and the proof's bound
+    (Appendix C.6, Step 4) also carry. A pure ``d/n`` law has ``c1 = 0``; a decay slower than ``√(d/n)`` forces
+    ``c2 < 0``.
+    """
+    import scipy.stats as sst
+
+    from .stats import Estimate
+
+    rho = np.asarray(ratios, dtype=float).ravel()
+    Y = np.asarray(deviations, dtype=float)
+    if Y.ndim != 2 or Y.shape[0] != rho.size or rho.size < 3 or Y.shape[1] < 2:
+        raise ValueError(f"need deviations (K, E) with K = len(ratios) >= 3 and E >= 2, got {Y.shape}")
+    if np.any(rho <= 0) or not np.all(np.isfinite(Y)):
+        raise ValueError("ratios must be positive and deviations finite")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    A = np.stack([rho ** -0.5, 1 / rho], 1)                              # (K, 2)
+    coef = np.linalg.lstsq(A, Y, rcond=None)[0]                          # (2, E)
+    E = Y.shape[1]
+    q = float(sst.t.ppf(0.5 + confidence / 2, df=E - 1))
+    out = []
+    for c in coef:
+        m, se = float(c.mean()), float(c.std(ddof=1) / math.sqrt(E))
+        out.append(Estimate(m, m - q * se, m + q * se, confidence, "t-interval over members"))
+    return out[0], out[1]

@@ -216,8 +216,9 @@ def test_loglog_slope_recovers_power():
 
 def test_claim_check_fails_on_a_false_claim():
     c = claims.ClaimCheck("t")
-    c.add("true", paper="-", measured="-", passed=True)
-    c.add("false", paper="-", measured="-", passed=False)
+    row = dict(refs="A Lemma 4.2", source="-", threshold="-", paper="-", measured="-")
+    c.add("true", **row, passed=True)
+    c.add("false", **row, passed=False)
     assert not c.all_passed and "false failed" in c.failures() and "true failed" not in c.failures()
     with pytest.raises(AssertionError, match="false"):
         c.assert_all()

@@ -1,4 +1,5 @@
 """Unit tests of companion.population (paper B's closed forms, Chapter 5)."""
+
 import math
 
 import pytest
@@ -17,6 +18,7 @@ def _loss_flat(a, k, d):
     def f(theta):
         W, v = P.unflatten_params(theta, k, d)
         return P.loss(W[None], v[None], a)[0]
+
     return f
 
 
@@ -35,7 +37,7 @@ def test_hessian_matches_autograd_including_near_alignment(gen):
     a = _rand(gen, d)
     w = _rand(gen, d)
     cases = [(_rand(gen, k), _rand(gen, k, d))]
-    for eps in (1e-3, 1e-5):                      # near-aligned and near-anti-aligned pairs
+    for eps in (1e-3, 1e-5):  # near-aligned and near-anti-aligned pairs
         W = torch.stack([w, w + eps * _rand(gen, d), -w + eps * _rand(gen, d)])
         cases.append((_rand(gen, k), W))
     for v, W in cases:
@@ -106,15 +108,14 @@ def test_closed_forms_against_monte_carlo(gen, rel):
     m, se = P.mc_mean(sample, d, n, generator=g, batch=100_000)
     exact = torch.cat([P.relu_kernel(u, w)[None], P.relu_kernel_grad(u, w), P.gate_second_moment(u, w).flatten()])
     z = ((m - exact) / torch.clamp(se, min=1e-300)).abs()
-    assert (z[se > 0] < 5).all(), z.max()          # 4 s.e. per entry; 5 leaves room for 21 entries at once
+    assert (z[se > 0] < 5).all(), z.max()  # 4 s.e. per entry; 5 leaves room for 21 entries at once
     assert ((m - exact).abs()[se == 0] < 1e-12).all()
 
 
 def test_loss_against_monte_carlo(gen):
     E, k, d = 3, 3, 5
     v, W, a = _rand(gen, E, k), _rand(gen, E, k, d), _rand(gen, d)
-    m, se = P.mc_mean(lambda x: 0.5 * P.network_mc(W, v, a, x)[1].T ** 2, d, 400_000,
-                      generator=torch.Generator().manual_seed(3))
+    m, se = P.mc_mean(lambda x: 0.5 * P.network_mc(W, v, a, x)[1].T ** 2, d, 400_000, generator=torch.Generator().manual_seed(3))
     assert (((m - P.loss(W, v, a)) / se).abs() < 4).all()
 
 
@@ -131,12 +132,13 @@ def test_theorem1_families_are_stationary(c):
     if c is None:
         assert (L.abs() < 1e-14).all()
     else:
-        assert torch.allclose(L, torch.full_like(L, 0.25 * 1.3 ** 2))   # ½ E[ReLU(∓aᵀx)²] = ‖a‖²/4
+        assert torch.allclose(L, torch.full_like(L, 0.25 * 1.3**2))  # ½ E[ReLU(∓aᵀx)²] = ‖a‖²/4
         assert ((ev.abs() < 1e-10).sum(-1) > 0).all()
 
 
 def test_gd_closures_run():
     from companion import gd
+
     a = torch.zeros(3, dtype=DT)
     a[0] = 1
     W0 = 1e-3 * torch.randn(2, 2, 3, generator=torch.Generator().manual_seed(0), dtype=DT)
@@ -151,33 +153,33 @@ def test_gd_closures_run():
 def test_bad_input_raises():
     v, W, a = torch.zeros(2, 3, dtype=DT), torch.zeros(2, 3, 4, dtype=DT), torch.zeros(4, dtype=DT)
     with pytest.raises(ValueError):
-        P.loss(W, v, torch.zeros(5, dtype=DT))              # wrong d
+        P.loss(W, v, torch.zeros(5, dtype=DT))  # wrong d
     with pytest.raises(ValueError):
-        P.gradient(torch.zeros(2, 2, 4, dtype=DT), v, a)    # k mismatch
+        P.gradient(torch.zeros(2, 2, 4, dtype=DT), v, a)  # k mismatch
     with pytest.raises(ValueError):
-        P.loss(v, W, a)                                     # the old (v, W) order is refused
+        P.loss(v, W, a)  # the old (v, W) order is refused
     with pytest.raises(ValueError):
         P.relu_kernel(torch.zeros(3, dtype=DT), torch.zeros(4, dtype=DT))
     with pytest.raises(ValueError):
         P.hessian(W.clone().fill_(float("nan")), v, a)
     with pytest.raises(ValueError):
-        P.paper_point(1.0, -1.0, 1.0, a)                     # paper's v1, v2 are positive
+        P.paper_point(1.0, -1.0, 1.0, a)  # paper's v1, v2 are positive
     with pytest.raises(ValueError):
         P.loss(W.to(torch.long), v, a)
     with pytest.raises(ValueError):
         P.make_loss_and_grad(a, form="arccos")
     with pytest.raises(ValueError):
-        P.make_loss_and_grad(torch.zeros(2, 4, dtype=DT), form="kahan")   # Kahan form: one output only
+        P.make_loss_and_grad(torch.zeros(2, 4, dtype=DT), form="kahan")  # Kahan form: one output only
     with pytest.raises(ValueError):
-        P.make_loss_and_grad(a)([torch.zeros(2, 3, 5, dtype=DT), v])       # d mismatch at the first call
+        P.make_loss_and_grad(a)([torch.zeros(2, 3, 5, dtype=DT), v])  # d mismatch at the first call
 
 
 def test_classify_stationary_labels_constructed_points():
     a = torch.zeros(3, dtype=DT)
     a[0] = 1.0
     pts = [P.paper_point(None, 1.0, 2.0, a), P.paper_point(0.5, 1.0, 1.0, a), P.paper_point(-2.0, 0.5, 3.0, a)]
-    same = (torch.tensor([1.0, 2.0], dtype=DT), torch.stack([0.4 * a, 0.3 * a]))          # v1 w1 + v2 w2 = a, v > 0
-    dead = (torch.tensor([1.0, 0.0], dtype=DT), torch.stack([a, a]))                        # second neuron contributes 0
+    same = (torch.tensor([1.0, 2.0], dtype=DT), torch.stack([0.4 * a, 0.3 * a]))  # v1 w1 + v2 w2 = a, v > 0
+    dead = (torch.tensor([1.0, 0.0], dtype=DT), torch.stack([a, a]))  # second neuron contributes 0
     off = (torch.tensor([1.0, -1.0], dtype=DT), torch.stack([a + torch.tensor([0, 0.3, 0], dtype=DT), -a]))
     W = torch.stack([p[0] for p in pts] + [same[1], dead[1], off[1]])
     v = torch.stack([p[1] for p in pts] + [same[0], dead[0], off[0]])
@@ -203,11 +205,11 @@ def test_hessian_order_is_W_then_v(gen):
     W, v, a = _rand(gen, k, d), _rand(gen, k), _rand(gen, d)
     H = P.hessian(W, v, a)
     th = P.flatten_params(W, v)
-    assert torch.equal(th[:k * d], W.flatten()) and torch.equal(th[k * d:], v)
+    assert torch.equal(th[: k * d], W.flatten()) and torch.equal(th[k * d :], v)
     Wb, vb = P.unflatten_params(th, k, d)
     assert torch.equal(Wb, W) and torch.equal(vb, v)
     K = torch.stack([torch.stack([P.relu_kernel(W[i], W[j]) for j in range(k)]) for i in range(k)])
-    assert torch.allclose(H[k * d:, k * d:], K, atol=1e-15)          # ∂²L/∂v∂v = K, the last block
+    assert torch.allclose(H[k * d :, k * d :], K, atol=1e-15)  # ∂²L/∂v∂v = K, the last block
 
 
 def test_loss_and_gradient_is_loss_and_gradient(gen):
@@ -225,7 +227,7 @@ def test_gram_form_matches_kahan_form_one_and_r_outputs(gen):
     value, gW, gv = P.gram_loss_and_gradient(W, v, a)
     L, rW, rv = P.loss_and_gradient(W, v, a)
     assert torch.allclose(value, L, atol=1e-13) and torch.allclose(gW, rW, atol=1e-13) and torch.allclose(gv, rv, atol=1e-13)
-    A = torch.linalg.qr(_rand(gen, d, r))[0].T                     # (r, d), orthonormal rows
+    A = torch.linalg.qr(_rand(gen, d, r))[0].T  # (r, d), orthonormal rows
     V = _rand(gen, E, k, r)
     value, gW, gV = P.gram_loss_and_gradient(W, V, A)
     parts = [P.loss_and_gradient(W, V[..., j], A[j]) for j in range(r)]
@@ -235,7 +237,7 @@ def test_gram_form_matches_kahan_form_one_and_r_outputs(gen):
     f = P.make_loss_and_grad(A)
     value2, (gW2, gV2) = f([W, V])
     assert torch.equal(value2, value) and torch.equal(gW2, gW) and torch.equal(gV2, gV)
-    f = P.make_loss_and_grad(A, fixed_v=V[0])                      # (k, r) broadcast to every member
+    f = P.make_loss_and_grad(A, fixed_v=V[0])  # (k, r) broadcast to every member
     value3, (gW3,) = f([W])
     assert torch.allclose(value3, P.gram_loss_and_gradient(W, V[0].expand(E, k, r), A)[0], atol=1e-15)
 
@@ -277,7 +279,9 @@ def test_several_tensors_must_share_device_and_dtype(gen):
 
 def test_target_forms_reproduce_the_terms_for_any_target(gen):
     """Each side of Lemmas 8, 12, 13 is an exact quadratic form in (a, 1) for targets in the plane."""
-    Wt = P.effective_pair(torch.tensor([0.3, 1.0, 4.0], dtype=DT), torch.tensor([0.2, 1.7, 3.0], dtype=DT), device="cpu", dtype=DT)
+    Wt = P.effective_pair(
+        torch.tensor([0.3, 1.0, 4.0], dtype=DT), torch.tensor([0.2, 1.7, 3.0], dtype=DT), device="cpu", dtype=DT
+    )
     F = P.target_forms(Wt)
     a = _rand(gen, 3, 2)
     x = torch.cat([a, torch.ones(3, 1, dtype=DT)], -1)
@@ -291,7 +295,7 @@ def test_lemma_terms_match_the_network_functions(gen):
     T = P.lemma_terms(W, a)
     v = torch.tensor([1.0, -1.0], dtype=DT).expand(4, 2)
     L, gW, _ = P.loss_and_gradient(W, v, a)
-    assert torch.allclose(T["L"], L) and torch.allclose(T["grad2"], (gW ** 2).sum((-1, -2)))
+    assert torch.allclose(T["L"], L) and torch.allclose(T["grad2"], (gW**2).sum((-1, -2)))
     assert torch.allclose(T["err"], P.effective_error(W, v, a))
 
 

@@ -32,10 +32,11 @@ is 0 for ``w = 0``): gradients and Hessian entries that involve the gate of a ze
 Every public function takes leading batch/ensemble axes ``(...)``; computations are in the inputs' dtype
 (use float64).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -44,12 +45,33 @@ from . import validation
 from .device import randn, resolve
 
 __all__ = [
-    "angle", "relu_kernel", "relu_kernel_grad", "gate_second_moment", "loss", "gradient", "hessian",
-    "loss_and_gradient", "gram_loss_and_gradient", "make_loss_and_grad",
-    "flatten_params", "unflatten_params", "signed_from_paper", "paper_point", "effective_error",
-    "network_mc", "mc_mean", "J",
-    "find_stationary", "classify_stationary", "CLASSES",
-    "effective_pair", "lemma_terms", "target_forms", "min_over_target", "extreme_ratio_over_target", "lemma9_constant",
+    "angle",
+    "relu_kernel",
+    "relu_kernel_grad",
+    "gate_second_moment",
+    "loss",
+    "gradient",
+    "hessian",
+    "loss_and_gradient",
+    "gram_loss_and_gradient",
+    "make_loss_and_grad",
+    "flatten_params",
+    "unflatten_params",
+    "signed_from_paper",
+    "paper_point",
+    "effective_error",
+    "network_mc",
+    "mc_mean",
+    "J",
+    "find_stationary",
+    "classify_stationary",
+    "CLASSES",
+    "effective_pair",
+    "lemma_terms",
+    "target_forms",
+    "min_over_target",
+    "extreme_ratio_over_target",
+    "lemma9_constant",
 ]
 
 TWO_PI = 2.0 * math.pi
@@ -89,7 +111,8 @@ def angle(u: Tensor, w: Tensor) -> Tensor:
     wb, _, _ = _unit(w)
     ub, wb = torch.broadcast_tensors(ub, wb)
     return 2.0 * torch.atan2(_safe_norm(ub - wb), _safe_norm(ub + wb)).where(
-        (ub != 0).any(-1) & (wb != 0).any(-1), torch.full(ub.shape[:-1], math.pi / 2, dtype=ub.dtype, device=ub.device))
+        (ub != 0).any(-1) & (wb != 0).any(-1), torch.full(ub.shape[:-1], math.pi / 2, dtype=ub.dtype, device=ub.device)
+    )
 
 
 def _check_pair(u: Tensor, w: Tensor) -> None:
@@ -167,7 +190,9 @@ def _gate_moment(u: Tensor, w: Tensor) -> Tensor:
     d = u.shape[-1]
     eye = torch.eye(d, dtype=u.dtype, device=u.device)
     s = torch.sin(th)[..., None, None]
-    M = ((math.pi - th)[..., None, None] * eye + s * (b[..., :, None] * b[..., None, :] - c[..., :, None] * c[..., None, :])) / TWO_PI
+    M = (
+        (math.pi - th)[..., None, None] * eye + s * (b[..., :, None] * b[..., None, :] - c[..., :, None] * c[..., None, :])
+    ) / TWO_PI
     both_zero = ~(u_nz | w_nz)
     return torch.where(both_zero[..., None, None], eye.expand_as(M), M)
 
@@ -175,7 +200,7 @@ def _gate_moment(u: Tensor, w: Tensor) -> Tensor:
 # --------------------------------------------------------------------------------------------- network
 def _check_net(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
     if all(isinstance(t, Tensor) for t in (W, v, a)):
-        validation.same_device(W=W, v=v, a=a)                   # first: the value checks below need the data
+        validation.same_device(W=W, v=v, a=a)  # first: the value checks below need the data
     validation.tensor("W", W, ndim=None)
     validation.tensor("v", v, ndim=None)
     validation.tensor("a", a, ndim=None)
@@ -213,8 +238,9 @@ def _K_G(W: Tensor, need_G: bool = True) -> tuple[Tensor, Tensor | None, tuple]:
     K = n[..., :, None] * n[..., None, :] * J(th) / TWO_PI
     if not need_G:
         return K, None, pw
-    G = ((n[..., None, :] * torch.sin(th))[..., None] * ub[..., :, None, :]
-         + (math.pi - th)[..., None] * W[..., None, :, :]) / TWO_PI
+    G = (
+        (n[..., None, :] * torch.sin(th))[..., None] * ub[..., :, None, :] + (math.pi - th)[..., None] * W[..., None, :, :]
+    ) / TWO_PI
     G = torch.where(nz[..., :, None, None], G, torch.zeros_like(G))
     return K, G, pw
 
@@ -264,8 +290,8 @@ def loss_and_gradient(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tensor, 
 def _loss_gradient(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     K, G, (_, _, nz, _) = _K_G(W)
     gv = torch.einsum("...ij,...j->...i", K, v) - 0.5 * torch.einsum("...kd,...d->...k", W, a)
-    inner = torch.einsum("...ljd,...j->...ld", G, v) - 0.5 * a[..., None, :]   # E[r 1{w_l x > 0} x]
-    inner = torch.where(nz[..., None], inner, torch.zeros_like(inner))          # gate of w = 0 is 0
+    inner = torch.einsum("...ljd,...j->...ld", G, v) - 0.5 * a[..., None, :]  # E[r 1{w_l x > 0} x]
+    inner = torch.where(nz[..., None], inner, torch.zeros_like(inner))  # gate of w = 0 is 0
     return _loss_from(W, v, a, K), v[..., None] * inner, gv
 
 
@@ -293,26 +319,27 @@ def gram_loss_and_gradient(W: Tensor, V: Tensor, target: Tensor) -> tuple[Tensor
 
 def _gram(W: Tensor, V: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     single = V.ndim == 2
-    Vm = V.unsqueeze(-1) if single else V                                   # (E, k, r)
-    A = target.unsqueeze(0) if target.ndim == 1 else target                 # (r, d)
-    nrm = W.norm(dim=-1)                                                    # (E, k)
+    Vm = V.unsqueeze(-1) if single else V  # (E, k, r)
+    A = target.unsqueeze(0) if target.ndim == 1 else target  # (r, d)
+    nrm = W.norm(dim=-1)  # (E, k)
     U = W / nrm.unsqueeze(-1)
     cos = torch.bmm(U, U.transpose(1, 2)).clamp_(-1.0, 1.0)
     th = torch.arccos(cos)
     sin = torch.sin(th)
     nn_ = nrm.unsqueeze(-1) * nrm.unsqueeze(-2)
-    K = nn_ * (sin + (math.pi - th) * cos) / TWO_PI                        # (E, k, k)
-    S = torch.bmm(Vm, Vm.transpose(1, 2))                                   # (E, k, k)
-    AW = torch.einsum("rd,ekd->ekr", A, W)                                  # A w_i, (E, k, r)
+    K = nn_ * (sin + (math.pi - th) * cos) / TWO_PI  # (E, k, k)
+    S = torch.bmm(Vm, Vm.transpose(1, 2))  # (E, k, k)
+    AW = torch.einsum("rd,ekd->ekr", A, W)  # A w_i, (E, k, r)
     value = 0.5 * (S * K).sum((1, 2)) - 0.5 * (Vm * AW).sum((1, 2)) + 0.5 * (A * A).sum()
     gV = torch.bmm(K, Vm) - 0.5 * AW
-    radial = (S * sin * nrm.unsqueeze(-2)).sum(-1, keepdim=True)           # Σ_j S_ij ‖w_j‖ sin θ_ij
+    radial = (S * sin * nrm.unsqueeze(-2)).sum(-1, keepdim=True)  # Σ_j S_ij ‖w_j‖ sin θ_ij
     gW = (U * radial + torch.bmm(S * (math.pi - th), W)) / TWO_PI - 0.5 * torch.einsum("ekr,rd->ekd", Vm, A)
     return value, gW, (gV.squeeze(-1) if single else gV)
 
 
-def make_loss_and_grad(target: Tensor, *, fixed_v: Tensor | None = None,
-                       form: str = "gram") -> Callable[[Sequence[Tensor]], tuple[Tensor, list[Tensor]]]:
+def make_loss_and_grad(
+    target: Tensor, *, fixed_v: Tensor | None = None, form: str = "gram"
+) -> Callable[[Sequence[Tensor]], tuple[Tensor, list[Tensor]]]:
     """Closure for :func:`companion.gd.run` on the population loss (paper B's population GD; Chapters 6, 9, 11).
 
     ``target``: ``a (d,)`` (one output) or ``A (r, d)`` (``r`` outputs, Appendix E.1). Trainable output weights
@@ -350,8 +377,13 @@ def make_loss_and_grad(target: Tensor, *, fixed_v: Tensor | None = None,
                 checked["V"] = V
         if checked.get("shapes") != (tuple(W.shape), tuple(V.shape)):
             r_axes = 0 if target.ndim == 1 else 1
-            if W.ndim != 3 or V.ndim != 2 + r_axes or V.shape[:2] != W.shape[:2] or W.shape[-1] != target.shape[-1] \
-                    or (r_axes and V.shape[-1] != target.shape[0]):
+            if (
+                W.ndim != 3
+                or V.ndim != 2 + r_axes
+                or V.shape[:2] != W.shape[:2]
+                or W.shape[-1] != target.shape[-1]
+                or (r_axes and V.shape[-1] != target.shape[0])
+            ):
                 raise ValueError(f"W {tuple(W.shape)}, v {tuple(V.shape)} and target {tuple(target.shape)} do not match")
             validation.same_device(W=W, v=V, target=target)
             checked["shapes"] = (tuple(W.shape), tuple(V.shape))
@@ -385,8 +417,8 @@ def hessian(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
     W = W.expand(*batch, k, d)
     a = a.expand(*batch, d)
     Wl, Wm = W[..., :, None, :], W[..., None, :, :]
-    K, G, _ = _K_G(W)                                                 # (..., k, k), (..., k, k, d)
-    inner = torch.einsum("...ljd,...j->...ld", G, v) - 0.5 * a[..., None, :]   # E[r 1{w_l x > 0} x], (..., k, d)
+    K, G, _ = _K_G(W)  # (..., k, k), (..., k, k, d)
+    inner = torch.einsum("...ljd,...j->...ld", G, v) - 0.5 * a[..., None, :]  # E[r 1{w_l x > 0} x], (..., k, d)
     inner = torch.where((W != 0).any(-1, keepdim=True), inner, torch.zeros_like(inner))
     eye_k = torch.eye(k, dtype=W.dtype, device=W.device)
     # v-W block: H_vw[l, m, :] = v_m G[m, l] + δ_lm inner[l]
@@ -394,15 +426,19 @@ def hessian(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
     # W-W block, Gauss-Newton part v_l v_m M(w_l, w_m), zero where a neuron is zero (ReLU'(0) = 0)
     _, nW, nz = _unit(W)
     M = _gate_moment(Wl, Wm) * (nz[..., :, None] & nz[..., None, :])[..., None, None]
-    Hww = (v[..., :, None] * v[..., None, :])[..., None, None] * M    # (..., k, k, d, d)
+    Hww = (v[..., :, None] * v[..., None, :])[..., None, None] * M  # (..., k, k, d, d)
     # residual part, diagonal blocks only
     wb, _, _ = _unit(W)
     eye_d = torch.eye(d, dtype=W.dtype, device=W.device)
-    P = eye_d - wb[..., :, :, None] * wb[..., :, None, :]            # (..., k, d, d)
-    p = torch.einsum("...lde,...je->...ljd", P, W)                    # p[l, j] = P_l w_j, (..., k, k, d)
+    P = eye_d - wb[..., :, :, None] * wb[..., :, None, :]  # (..., k, d, d)
+    p = torch.einsum("...lde,...je->...ljd", P, W)  # p[l, j] = P_l w_j, (..., k, k, d)
     np_ = _safe_norm(p)
     p_nz = (np_ > math.sqrt(_tiny(p))) & (p != 0).any(-1)
-    outer = torch.where(p_nz[..., None, None], p[..., :, None] / np_[..., None, None] * p[..., None, :], torch.zeros_like(P[..., None, :, :, :].expand(*p.shape, d)))
+    outer = torch.where(
+        p_nz[..., None, None],
+        p[..., :, None] / np_[..., None, None] * p[..., None, :],
+        torch.zeros_like(P[..., None, :, :, :].expand(*p.shape, d)),
+    )
     R = torch.einsum("...j,...ljde->...lde", v, np_[..., None, None] * P[..., :, None, :, :] + outer)
     scale_l = torch.where(nz, v / (TWO_PI * torch.where(nz, nW, torch.ones_like(nW))), torch.zeros_like(v))
     Hww = Hww + eye_k[..., None, None] * (scale_l[..., :, None, None] * R)[..., :, None, :, :]
@@ -426,7 +462,7 @@ def unflatten_params(theta: Tensor, k: int, d: int) -> tuple[Tensor, Tensor]:
     """Inverse of :func:`flatten_params`: ``(..., k·d + k) → (W (..., k, d), v (..., k))`` (Chapters 5-7)."""
     if theta.shape[-1] != k + k * d:
         raise ValueError(f"expected a last axis of k·d + k = {k + k * d}, got {theta.shape[-1]}")
-    return theta[..., :k * d].unflatten(-1, (k, d)), theta[..., k * d:]
+    return theta[..., : k * d].unflatten(-1, (k, d)), theta[..., k * d :]
 
 
 def signed_from_paper(v_paper: Tensor) -> Tensor:
@@ -469,12 +505,20 @@ def effective_error(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
     if v.shape[-1] != 2:
         raise ValueError("effective_error is paper B's k = 2 quantity")
     eff = v[..., :, None] * W - a[..., None, :]
-    return (eff ** 2).sum((-1, -2))
+    return (eff**2).sum((-1, -2))
 
 
 # --------------------------------------------------------------------------------------------- Monte Carlo
-def mc_mean(fn: Callable[[Tensor], Tensor], d: int, n: int, *, generator: torch.Generator | None = None,
-            batch: int = 200_000, dtype=torch.float64, device=None) -> tuple[Tensor, Tensor]:
+def mc_mean(
+    fn: Callable[[Tensor], Tensor],
+    d: int,
+    n: int,
+    *,
+    generator: torch.Generator | None = None,
+    batch: int = 200_000,
+    dtype=torch.float64,
+    device=None,
+) -> tuple[Tensor, Tensor]:
     """Monte Carlo ``E[fn(x)]`` over ``x ~ N(0, I_d)`` with its standard error, in batches (Chapter 5).
 
     ``fn``: ``(B, d) → (B, ...)``. Returns ``(mean (...), se (...))`` from ``n`` samples drawn ``batch`` at a time
@@ -483,7 +527,7 @@ def mc_mean(fn: Callable[[Tensor], Tensor], d: int, n: int, *, generator: torch.
     validation.positive_int("n", n)
     validation.positive_int("batch", batch)
     validation.positive_int("d", d)
-    total = s1 = s2 = shift = None
+    s1 = s2 = shift = None
     done = 0
     while done < n:
         b = min(batch, n - done)
@@ -500,7 +544,7 @@ def mc_mean(fn: Callable[[Tensor], Tensor], d: int, n: int, *, generator: torch.
     if n < 2:
         raise ValueError("need n >= 2 for a standard error")
     mean_z = s1 / n
-    var = (s2 - n * mean_z ** 2) / (n - 1)
+    var = (s2 - n * mean_z**2) / (n - 1)
     return shift + mean_z, torch.sqrt(torch.clamp(var, min=0) / n)
 
 
@@ -536,7 +580,7 @@ def find_stationary(W: Tensor, v: Tensor, a: Tensor, iters: int = 100, damping: 
     def rho_and_jac(th, with_jac=True):
         WW, vv = unflatten_params(th, k, d)
         gW, gv = _loss_gradient(WW, vv, a)[1:]
-        n = WW.norm(dim=-1)                                        # (E, k)
+        n = WW.norm(dim=-1)  # (E, k)
         rho = torch.cat([(gW / vv[..., None]).flatten(-2), gv / n], -1)
         if not with_jac:
             return rho, None, gW, gv
@@ -544,9 +588,9 @@ def find_stationary(W: Tensor, v: Tensor, a: Tensor, iters: int = 100, damping: 
         Jm = H * torch.cat([(1 / vv)[..., None].expand(*vv.shape, d).flatten(-2), 1 / n], -1)[..., :, None]
         wb = WW / n[..., None]
         kd = k * d
-        for l in range(k):                                         # d/dw_l of 1/‖w_l‖ and d/dv_l of 1/v_l
-            Jm[..., kd + l, l * d:(l + 1) * d] -= (gv[..., l] / n[..., l] ** 2)[..., None] * wb[..., l, :]
-            Jm[..., l * d:(l + 1) * d, kd + l] -= gW[..., l, :] / vv[..., l:l + 1] ** 2
+        for l in range(k):  # d/dw_l of 1/‖w_l‖ and d/dv_l of 1/v_l
+            Jm[..., kd + l, l * d : (l + 1) * d] -= (gv[..., l] / n[..., l] ** 2)[..., None] * wb[..., l, :]
+            Jm[..., l * d : (l + 1) * d, kd + l] -= gW[..., l, :] / vv[..., l : l + 1] ** 2
         return rho, Jm, gW, gv
 
     rho, Jm, _, _ = rho_and_jac(theta)
@@ -568,13 +612,20 @@ def find_stationary(W: Tensor, v: Tensor, a: Tensor, iters: int = 100, damping: 
     return W_out, v_out, flatten_params(gW, gv).norm(dim=-1)
 
 
-CLASSES = ("global optimum", "Theorem 1 saddle (c > 0)", "Theorem 1 saddle (c < -1)",
-           "saddle family, same-sign outputs (outside Theorem 1)", "a neuron contributes nothing (excluded)",
-           "not converged", "unclassified stationary point")
+CLASSES = (
+    "global optimum",
+    "Theorem 1 saddle (c > 0)",
+    "Theorem 1 saddle (c < -1)",
+    "saddle family, same-sign outputs (outside Theorem 1)",
+    "a neuron contributes nothing (excluded)",
+    "not converged",
+    "unclassified stationary point",
+)
 
 
-def classify_stationary(W: Tensor, v: Tensor, a: Tensor, grad_norm: Tensor, *, grad_tol: float = 1e-9,
-                        tol: float = 1e-6) -> tuple[list[str], Tensor]:
+def classify_stationary(
+    W: Tensor, v: Tensor, a: Tensor, grad_norm: Tensor, *, grad_tol: float = 1e-9, tol: float = 1e-6
+) -> tuple[list[str], Tensor]:
     """Classify k = 2 points by Theorem 1 (Chapter 6); returns ``(labels (E,), c (E,))`` (c NaN where undefined).
 
     ``W (E, 2, d)``, ``v (E, 2)``, ``a (d,)``, ``grad_norm (E,)`` (from :func:`find_stationary`).
@@ -592,20 +643,20 @@ def classify_stationary(W: Tensor, v: Tensor, a: Tensor, grad_norm: Tensor, *, g
     ab = a / na
     L = loss(W, v, a)
     nw = W.norm(dim=-1)
-    eff = v[..., None] * W                                     # (E, 2, d)
-    along = W @ ab                                             # (E, 2)
-    perp = (W - along[..., None] * ab).norm(dim=-1)            # (E, 2)
+    eff = v[..., None] * W  # (E, 2, d)
+    along = W @ ab  # (E, 2)
+    perp = (W - along[..., None] * ab).norm(dim=-1)  # (E, 2)
     parallel = perp <= tol * nw.clamp_min(1e-300)
     side = torch.sign(along)
-    tiny = (eff.norm(dim=-1) <= tol * na)
+    tiny = eff.norm(dim=-1) <= tol * na
     sum_ok = (eff.sum(-2) - a).norm(dim=-1) <= tol * na
     pos = torch.where(v[..., 0] > 0, 0, 1)
-    c = (eff.gather(-2, pos[..., None, None].expand(-1, 1, W.shape[-1]))[..., 0, :] @ a) / na ** 2 - 1
+    c = (eff.gather(-2, pos[..., None, None].expand(-1, 1, W.shape[-1]))[..., 0, :] @ a) / na**2 - 1
     labels = []
     for e in range(v.shape[0]):
         if not grad_norm[e] <= grad_tol * na * max(1.0, float(flatten_params(W[e], v[e]).norm())):
             labels.append(CLASSES[5])
-        elif L[e] <= tol ** 2 * na ** 2:
+        elif L[e] <= tol**2 * na**2:
             labels.append(CLASSES[0])
         elif bool(tiny[e].any()):
             labels.append(CLASSES[4])
@@ -647,7 +698,7 @@ def lemma_terms(W_eff: Tensor, a: Tensor) -> dict[str, Tensor]:
     _check_net(W_eff, v, a)
     L, gW, _ = _loss_gradient(W_eff, v, a)
     err = ((W_eff[..., 0, :] - a) ** 2).sum(-1) + ((W_eff[..., 1, :] + a) ** 2).sum(-1)
-    return {"L": L, "grad2": (gW ** 2).sum((-1, -2)), "err": err}
+    return {"L": L, "grad2": (gW**2).sum((-1, -2)), "err": err}
 
 
 def target_forms(W_eff: Tensor) -> dict[str, Tensor]:
@@ -668,8 +719,9 @@ def target_forms(W_eff: Tensor) -> dict[str, Tensor]:
         q11, q22 = (fx + fmx) / 2 - f0, (fy + fmy) / 2 - f0
         q12 = (fxy - fx - fy + f0) / 2
         b1, b2 = (fx - fmx) / 4, (fy - fmy) / 4
-        out[key] = torch.stack([torch.stack([q11, q12, b1], -1), torch.stack([q12, q22, b2], -1),
-                                torch.stack([b1, b2, f0], -1)], -2)
+        out[key] = torch.stack(
+            [torch.stack([q11, q12, b1], -1), torch.stack([q12, q22, b2], -1), torch.stack([b1, b2, f0], -1)], -2
+        )
     return out
 
 
@@ -704,4 +756,4 @@ def lemma9_constant(c1: float, c2: float) -> float:
     Appendix B.3; Chapter 7): ``‖∇²L‖ ≤ L‖a‖`` on ``c1‖a‖ ≤ v_i, ‖w_i‖ ≤ c2‖a‖``."""
     if not (c1 > 0 and c2 > 0):
         raise ValueError(f"need c1, c2 > 0, got c1={c1}, c2={c2}")
-    return 2 + (12 + 10 / math.pi + 4 * c2 / (math.pi * c1)) * c2 ** 2
+    return 2 + (12 + 10 / math.pi + 4 * c2 / (math.pi * c1)) * c2**2

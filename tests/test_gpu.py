@@ -149,6 +149,54 @@ def test_capture_option_on_cpu():
     assert gd.constant(0.1).capturable and gd.constant(torch.full((16,), 0.1, dtype=F64)).capturable
 
 
+def _divergent_problem():
+    X, Y, W, V = paper_b_problem(E=32, sigma=1.0)
+    eta = torch.full((32,), 0.1, dtype=F64)
+    eta[[3, 17]] = 1e6                                                   # these two blow up
+    obs = relunet.make_observers(relunet.unit_target(20, device="cpu", dtype=F64))
+    return relunet.make_loss_and_grad(X, Y), [W, V], eta, obs
+
+
+def _same_run(a, b):
+    assert torch.equal(a.diverged_at, b.diverged_at) and torch.equal(a.iterations, b.iterations)
+    assert all(torch.equal(p, q) for p, q in zip(a.params, b.params))
+    assert set(a.history) == set(b.history)
+    for key in a.history:
+        assert torch.equal(torch.isnan(a.history[key]), torch.isnan(b.history[key])), key
+        assert torch.equal(torch.nan_to_num(a.history[key]), torch.nan_to_num(b.history[key])), key
+
+
+def test_captured_loop_logic_on_cpu(monkeypatch):
+    """The captured loop (static buffers, device iteration counter, recording between replays, NaN step size
+    at the end) with an eager stand-in for the graph: identical to the eager loop, divergence included."""
+    monkeypatch.setattr(gd, "_CAPTURE", lambda body, dev: body)
+    monkeypatch.setattr(gd, "_capture_wanted", lambda capture, dev, rule: capture is not False)
+    lg, params, eta, obs = _divergent_problem()
+    record = gd.log_spaced(120, 10)
+    eager = gd.run(lg, params, 120, eta, record_at=record, observers=obs, progress=False, capture=False)
+    graph = gd.run(lg, params, 120, eta, record_at=record, observers=obs, progress=False, capture=True)
+    assert graph.meta["captured"] and not eager.meta["captured"]
+    assert set(eager.diverged_at[[3, 17]].tolist()) != {-1}
+    _same_run(graph, eager)
+
+
+def test_failed_capture_falls_back_to_the_eager_loop(monkeypatch):
+    """A closure that cannot be captured: ``capture=None`` continues eagerly from the same state (and says
+    why), ``capture=True`` raises."""
+    def refuse(body, dev):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(gd, "_CAPTURE", refuse)
+    monkeypatch.setattr(gd, "_capture_wanted", lambda capture, dev, rule: capture is not False)
+    lg, params, eta, obs = _divergent_problem()
+    eager = gd.run(lg, params, 60, eta, observers=obs, progress=False, capture=False)
+    auto = gd.run(lg, params, 60, eta, observers=obs, progress=False, capture=None)
+    assert not auto.meta["captured"] and "not permitted" in auto.meta["capture_error"]
+    _same_run(auto, eager)
+    with pytest.raises(RuntimeError, match="could not capture"):
+        gd.run(lg, params, 60, eta, progress=False, capture=True)
+
+
 def test_params_on_two_devices_rejected():
     lg, (W, V) = _paper_b_closure()
     with pytest.raises(ValueError, match="params\\[1\\] is on meta but params\\[0\\] is on cpu"):

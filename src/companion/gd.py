@@ -145,8 +145,10 @@ def run(loss_and_grad: LossAndGrad, params: Sequence[Tensor], steps: int, step_s
     ``capturable`` (:func:`constant` is), ``False`` never, ``True`` always (an error on the CPU or with an
     unmarked rule). The closure must then make no host conversion after its first call (the one-off checks
     of :func:`companion.relunet.make_loss_and_grad` and :func:`companion.deepnet.make_loss_and_grad` run in
-    a warm-up before the capture). The graph replays the eager loop's kernels: the results equal the eager
-    loop's (``tests/test_gpu.py``). ``meta['captured']`` says which path ran.
+    a warm-up before the capture); if the capture fails, ``None`` continues with the eager loop from the
+    same state (``meta['capture_error']`` says why) and ``True`` raises ``RuntimeError``. The graph replays the
+    eager loop's kernels: the results equal the eager loop's (``tests/test_gpu.py``). ``meta['captured']``
+    says which path ran.
     """
     validation.positive_int("steps", steps)
     if not isinstance(params, (list, tuple)) or not params:
@@ -220,12 +222,20 @@ def run(loss_and_grad: LossAndGrad, params: Sequence[Tensor], steps: int, step_s
                 p.copy_(torch.where(alive.view(shape), new, p))
 
     bar = tqdm(total=steps, desc=desc, disable=not _progress_enabled(progress, steps * E), leave=False)
+    meta = {"steps": steps, "rule": getattr(rule, "description", repr(rule)), "captured": captured}
     with torch.no_grad():
+        first = None
         if captured:
-            _run_captured(evaluate, update, steps, slot, record, bar, dev)
-        else:
+            try:
+                first = _run_captured(evaluate, update, steps, slot, record, bar, dev)
+            except _CaptureFailed as exc:
+                if capture:                                  # asked for explicitly: say why it cannot be done
+                    raise RuntimeError(f"gd.run could not capture the step in a CUDA graph: {exc.__cause__!r}") from exc
+                first, meta["captured"] = exc.first, False   # automatic: continue eagerly from iteration 0
+                meta["capture_error"] = repr(exc.__cause__)
+        if not meta["captured"]:
             for t in range(steps + 1):
-                loss, grads, eta = evaluate(t, t == steps)
+                loss, grads, eta = first if (t == 0 and first is not None) else evaluate(t, t == steps)
                 if t in slot:
                     record(slot[t], loss, grads, eta)
                 if t == steps:
@@ -234,8 +244,16 @@ def run(loss_and_grad: LossAndGrad, params: Sequence[Tensor], steps: int, step_s
                 bar.update(1)
     bar.close()
     return GDResult(params=params, iterations=rec.to(dev), history=history, diverged=diverged_at >= 0,
-                    diverged_at=diverged_at, meta={"steps": steps, "rule": getattr(rule, "description", repr(rule)),
-                                                   "captured": captured})
+                    diverged_at=diverged_at, meta=meta)
+
+
+class _CaptureFailed(Exception):
+    """The capture raised (e.g. the closure converts a tensor to a Python number); ``first`` is the evaluation
+    at iteration 0, already made eagerly, from which the eager loop continues."""
+
+    def __init__(self, first):
+        super().__init__("capture failed")
+        self.first = first
 
 
 def _run_captured(evaluate, update, steps: int, slot: dict, record, bar, dev: torch.device) -> None:
@@ -244,17 +262,14 @@ def _run_captured(evaluate, update, steps: int, slot: dict, record, bar, dev: to
     Iteration 0 is evaluated eagerly into static buffers; the graph then holds ``update(t)``, ``t ← t + 1``
     and ``evaluate(t)`` (``t`` a device counter), writing the new loss, gradients and step sizes into the same
     buffers. Each replay is one launch; between replays the buffers hold the state at ``t`` for recording.
-    At ``t = steps`` the recorded step size is NaN, as in the eager loop.
+    At ``t = steps`` the recorded step size is NaN, as in the eager loop. Raises :class:`_CaptureFailed` when the
+    capture fails (nothing has been replayed then).
     """
-    stream = torch.cuda.Stream(dev)
-    stream.wait_stream(torch.cuda.current_stream(dev))
-    with torch.cuda.stream(stream):                      # warm-up off the default stream: lazy inits, one-off checks
-        loss, grads, eta = evaluate(0, False)
-    torch.cuda.current_stream(dev).wait_stream(stream)
+    loss, grads, eta = _warm_up(lambda: evaluate(0, False), dev)
     buf_loss, buf_grads, buf_eta = loss.clone(), [g.clone() for g in grads], eta.clone()
     t_dev = torch.zeros((), dtype=torch.long, device=dev)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+
+    def body() -> None:
         update(buf_grads, buf_eta, t_dev)
         t_dev.add_(1)
         loss, grads, eta = evaluate(t_dev, False)
@@ -262,13 +277,43 @@ def _run_captured(evaluate, update, steps: int, slot: dict, record, bar, dev: to
         for b, g in zip(buf_grads, grads):
             b.copy_(g)
         buf_eta.copy_(eta)
+
+    try:
+        replay = _CAPTURE(body, dev)
+    except Exception as exc:        # nothing ran: a capture only records kernels; the state is still iteration 0
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        raise _CaptureFailed((buf_loss, buf_grads, buf_eta)) from exc
     for t in range(steps + 1):
         if t in slot:
             record(slot[t], buf_loss, buf_grads, torch.full_like(buf_eta, float("nan")) if t == steps else buf_eta)
         if t == steps:
             break
-        graph.replay()
+        replay()
         bar.update(1)
+
+
+def _warm_up(fn, dev: torch.device):
+    """``fn()`` on a side stream on CUDA (lazy initialisations and one-off checks before a capture), else directly."""
+    if dev.type != "cuda":
+        return fn()
+    stream = torch.cuda.Stream(dev)
+    stream.wait_stream(torch.cuda.current_stream(dev))
+    with torch.cuda.stream(stream):
+        out = fn()
+    torch.cuda.current_stream(dev).wait_stream(stream)
+    return out
+
+
+def _cuda_graph(body: Callable[[], None], dev: torch.device) -> Callable[[], None]:
+    """Capture ``body`` in a CUDA graph (its kernels are recorded, not run); returns the graph's ``replay``."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        body()
+    return graph.replay
+
+
+_CAPTURE = _cuda_graph      # tests substitute an eager stand-in (``lambda body, dev: body``) to check the loop on the CPU
 
 
 def log_spaced(steps: int, num: int = 60) -> Tensor:

@@ -139,7 +139,7 @@ if ch.exists():
     print(f"## Chapters at {scale} scale ({c['workers']} at a time, {c['wall_s']:.0f} s wall)\n")
     print("| chapter | seconds | result |\n|---|---:|---|")
     for r in c["chapters"]:
-        print(f"| {r['chapter']} | {r['seconds']:.1f} | {'ran to the end' if not r['error'] else 'stopped: ' + r['error']} |")
+        print(f"| {r['chapter']} | {r['seconds']:.1f} | {'ran to the end' if not r['error'] else 'stopped: ' + ' '.join(r['error'].split())[:200]} |")
     print()
 cmp = out / "claims_compare.md"
 print("## Claim records, CPU build against this device\n")

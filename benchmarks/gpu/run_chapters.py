@@ -47,7 +47,7 @@ def run_one(nb_path: Path, out: Path, env_extra: dict, timeout: int) -> dict:
     except CellExecutionError as exc:
         error = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
     except Exception as exc:                                   # a dead kernel, a timeout: recorded, not raised
-        error = f"{type(exc).__name__}: {exc}"
+        error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
     seconds = time.perf_counter() - t0
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out / "notebooks" / nb_path.name)

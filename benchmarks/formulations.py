@@ -18,6 +18,8 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from companion import fused
+
 Formulation = Callable[[Tensor, Tensor, Tensor, Tensor], tuple[Tensor, Tensor, Tensor]]
 
 
@@ -123,4 +125,6 @@ FORMULATIONS: dict[str, Formulation] = {
     "ekn_sign_backward_SX": ekn_sign_backward_sx,
     "ekn_sign": ekn_sign,
     "ekn_chunked128": ekn_chunked,
+    # the out-of-place statement that torch.compile fuses (companion.fused), run eagerly here
+    "fused_out_of_place (eager)": fused.paper_b_loss_and_grad,
 }

@@ -692,7 +692,8 @@ def _adversarial_search(widths, act, members, steps, n, lr, objective, generator
         best = torch.maximum(best, torch.exp(obj.detach()))
         (-obj.sum()).backward()
         for p in opt.param_groups[0]["params"]:      # a member at a non-differentiable point (e.g. a zero norm)
-            p.grad.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)   # gets no update there; the others are unaffected
+            if p.grad is not None:                   # gets no update there; the others are unaffected
+                p.grad.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
         opt.step()
     return best
 

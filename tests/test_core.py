@@ -181,7 +181,7 @@ def test_log_spaced():
     assert r[0] == 0 and r[-1] == 10_000 and (r.diff() > 0).all()
 
 
-# ---------------------------------------------------------------- policies and helpers
+# ---------------------------------------------------------------- device, scale and statistics policies
 def test_scale_switch(monkeypatch):
     monkeypatch.setenv("COMPANION_SCALE", "quick")
     assert scale.select({"quick": 1, "paper": 2}) == 1

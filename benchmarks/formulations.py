@@ -11,9 +11,10 @@ They differ only in how the work is laid out (which GEMM orientation, which memo
 is elementwise work on ``n·k·E`` numbers that does not count as FLOPs but costs memory traffic.
 benchmarks/README.md lists what each measured.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -34,9 +35,9 @@ def einsum_naive(W: Tensor, v: Tensor, X: Tensor, y: Tensor) -> tuple[Tensor, Te
     n = X.shape[0]
     Z = torch.einsum("nd,ekd->nek", X, W)
     A = Z.clamp_min(0)
-    r = (A * v).sum(-1) - y[:, None]                                  # (n, E)
-    loss = 0.5 * (r ** 2).mean(0)
-    S = (r[..., None] * v) * (Z > 0)                                  # (n, E, k)
+    r = (A * v).sum(-1) - y[:, None]  # (n, E)
+    loss = 0.5 * (r**2).mean(0)
+    S = (r[..., None] * v) * (Z > 0)  # (n, E, k)
     gW = torch.einsum("nek,nd->ekd", S, X) / n
     gv = torch.einsum("ne,nek->ek", r, A) / n
     return loss, gW, gv
@@ -75,9 +76,9 @@ def ekn_sign(W: Tensor, v: Tensor, X: Tensor, y: Tensor) -> tuple[Tensor, Tensor
     E, k, d = W.shape
     n = X.shape[0]
     A = torch.mm(W.reshape(E * k, d), X.T).view(E, k, n).clamp_min_(0)
-    R = torch.baddbmm(y.neg().view(1, 1, n), v.view(E, 1, k), A)             # (E, 1, n)
-    loss = torch.bmm(R, R.mT).view(E).div_(2 * n)                               # Σ_i R_i², one BLAS pass
-    S = A.sign_().mul_(R)                                                       # mask ⊙ R, in place
+    R = torch.baddbmm(y.neg().view(1, 1, n), v.view(E, 1, k), A)  # (E, 1, n)
+    loss = torch.bmm(R, R.mT).view(E).div_(2 * n)  # Σ_i R_i², one BLAS pass
+    S = A.sign_().mul_(R)  # mask ⊙ R, in place
     M = torch.mm(X.T, S.view(E * k, n).T).T.contiguous().view(E, k, d).div_(n)  # (E, k, d)
     return loss, M * v.unsqueeze(-1), torch.linalg.vecdot(W, M)
 
@@ -114,7 +115,7 @@ def ekn_where(W: Tensor, v: Tensor, X: Tensor, y: Tensor) -> tuple[Tensor, Tenso
 def ekn_chunked(W: Tensor, v: Tensor, X: Tensor, y: Tensor, chunk: int = 128) -> tuple[Tensor, Tensor, Tensor]:
     """:func:`ekn_sign` on blocks of ``chunk`` members, so that each block's ``k·chunk × n`` matrix stays
     in cache between the GEMM and the elementwise passes (a Python loop over ``E / chunk`` blocks)."""
-    outs = [ekn_sign(W[i:i + chunk], v[i:i + chunk], X, y) for i in range(0, W.shape[0], chunk)]
+    outs = [ekn_sign(W[i : i + chunk], v[i : i + chunk], X, y) for i in range(0, W.shape[0], chunk)]
     return tuple(torch.cat(parts) for parts in zip(*outs))  # type: ignore[return-value]
 
 

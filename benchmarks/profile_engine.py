@@ -7,6 +7,7 @@ operators sorted by self time for ``steps`` steps of ``gd.run`` with ``relunet.m
 bookkeeping can be read off. ``--capture`` profiles the CUDA-graph path of ``gd.run`` (one graph launch per
 step), ``--fused MODE`` the :mod:`companion.fused` closure compiled with that ``torch.compile`` mode.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,10 @@ def main(argv=None) -> None:
     with profile(activities=acts) as prof:
         gd.run(lg, [W, v], args.steps, 0.1, progress=False, capture=cap)
     key = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
-    print(f"gd.run, {args.steps} steps, E = {args.seeds}, n = {args.n}, d = {args.d}, k = 2, {dev}, "
-          f"{torch.get_num_threads()} threads, captured {cap}, closure {'fused ' + args.fused if args.fused else 'relunet'}")
+    print(
+        f"gd.run, {args.steps} steps, E = {args.seeds}, n = {args.n}, d = {args.d}, k = 2, {dev}, "
+        f"{torch.get_num_threads()} threads, captured {cap}, closure {'fused ' + args.fused if args.fused else 'relunet'}"
+    )
     print(prof.key_averages().table(sort_by=key, row_limit=args.rows))
 
 

@@ -31,6 +31,7 @@ machine the ratios move, so rerun on an idle one before comparing with the targe
 Usage: ``python benchmarks/run.py [--quick] [--device cuda] [--sections engine,formulations,scaling,hessian]
 [--json out.json]``; ``--help`` lists the sizes that can be changed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,8 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch import nn
@@ -52,13 +53,20 @@ import formulations  # noqa: E402  (benchmarks/formulations.py)
 from companion import curvature, deepnet, gd, relunet  # noqa: E402
 from companion import device as cdevice  # noqa: E402
 
-TARGETS = {"engine_vs_peer": 50.0, "flop_fraction": 0.60, "lanczos_vs_dense": 100.0, "lanczos_agreement": 1e-8,
-           # on one GPU (float64, against the same GPU's square GEMM): launch-bound small and memory-bound large ensembles
-           "gpu_fraction_small": 0.20, "gpu_fraction_large": 0.40, "lanczos_vs_dense_cuda": 50.0}
+TARGETS = {
+    "engine_vs_peer": 50.0,
+    "flop_fraction": 0.60,
+    "lanczos_vs_dense": 100.0,
+    "lanczos_agreement": 1e-8,
+    # on one GPU (float64, against the same GPU's square GEMM): launch-bound small and memory-bound large ensembles
+    "gpu_fraction_small": 0.20,
+    "gpu_fraction_large": 0.40,
+    "lanczos_vs_dense_cuda": 50.0,
+}
 
 
 # ------------------------------------------------------------------------------------------ timing
-CLOCK = {"now": time.perf_counter}      # --clock cpu switches to process CPU time (see parse())
+CLOCK = {"now": time.perf_counter}  # --clock cpu switches to process CPU time (see parse())
 
 
 def _sync(dev: torch.device) -> Callable[[], None]:
@@ -98,7 +106,7 @@ def gemm_cases(dev: torch.device, dtype: torch.dtype) -> dict[str, tuple[Callabl
         a = torch.randn(s, s, generator=g, device=dev, dtype=dtype)
         b = torch.randn(s, s, generator=g, device=dev, dtype=dtype)
         c = torch.empty(s, s, device=dev, dtype=dtype)
-        cases[f"gemm{s}"] = ((lambda a=a, b=b, c=c: torch.mm(a, b, out=c)), 2 * s ** 3)
+        cases[f"gemm{s}"] = ((lambda a=a, b=b, c=c: torch.mm(a, b, out=c)), 2 * s**3)
     return cases
 
 
@@ -155,24 +163,30 @@ def section_engine(args, dev, dtype, out: dict) -> None:
     X, y, W, v = workload(args, dev, dtype)
     E, k, d, n, T = args.seeds, args.k, args.d, args.n, args.steps
     lg = relunet.make_loss_and_grad(X, y)
-    print(f"\n## Engine vs the peer loop — paper B, k = {k}, d = {d}, n = {n}, {E} seeds, {T} steps, "
-          f"{str(dtype).replace('torch.', '')}, μ = {args.lr}, σ = {args.sigma:g}")
-    gd.run(lg, [W, v], 3, args.lr, progress=False)                                   # warm-up
+    print(
+        f"\n## Engine vs the peer loop — paper B, k = {k}, d = {d}, n = {n}, {E} seeds, {T} steps, "
+        f"{str(dtype).replace('torch.', '')}, μ = {args.lr}, σ = {args.sigma:g}"
+    )
+    gd.run(lg, [W, v], 3, args.lr, progress=False)  # warm-up
     peak_before, which_before = gemm_peak(dev, dtype, args.reps)
     t_engine, res = timed(lambda: gd.run(lg, [W, v], T, args.lr, progress=False), dev)
     peak_after, which_after = gemm_peak(dev, dtype, args.reps)
     peak = max(peak_before, peak_after)
 
     S = min(args.peer_seeds, E)
-    train_peer(W[0], v[0], X, y, 3, args.lr)                                          # warm-up
+    train_peer(W[0], v[0], X, y, 3, args.lr)  # warm-up
     t_peer_subset, peer = timed(lambda: [train_peer(W[e], v[e], X, y, T, args.lr) for e in range(S)], dev)
     t_peer = t_peer_subset / S * E
     scale = torch.cat([res.params[0][:S].flatten(1), res.params[1][:S]], 1).abs().amax(1)
-    diff = torch.stack([torch.cat([(pw - res.params[0][e]).flatten(), pv - res.params[1][e]]).abs().max()
-                        for e, (pw, pv) in enumerate(peer)]) / scale
+    diff = (
+        torch.stack(
+            [torch.cat([(pw - res.params[0][e]).flatten(), pv - res.params[1][e]]).abs().max() for e, (pw, pv) in enumerate(peer)]
+        )
+        / scale
+    )
     agree = float(diff.max())
 
-    flops = formulations.matmul_flops(n, d, k, E) * (T + 1)                          # T + 1 gradient evaluations
+    flops = formulations.matmul_flops(n, d, k, E) * (T + 1)  # T + 1 gradient evaluations
     rate = flops / t_engine
     # the hot path alone, called back to back as the engine calls it (minimum over repetitions)
     params = [W.clone(), v.clone()]
@@ -182,39 +196,62 @@ def section_engine(args, dev, dtype, out: dict) -> None:
     ceiling = per_member_step_peer / (formulations.matmul_flops(n, d, k, 1) / peak)
     speedup = t_peer / t_engine
     rows = [
-        ("engine speed-up over the peer loop (peer extrapolated from "
-         f"{S} of {E} seeds)", f"{speedup:.1f}x", f">= {TARGETS['engine_vs_peer']:.0f}x", speedup >= TARGETS["engine_vs_peer"]),
+        (
+            f"engine speed-up over the peer loop (peer extrapolated from {S} of {E} seeds)",
+            f"{speedup:.1f}x",
+            f">= {TARGETS['engine_vs_peer']:.0f}x",
+            speedup >= TARGETS["engine_vs_peer"],
+        ),
         ("  ceiling: peer time / (matmul FLOPs at the dense GEMM rate)", f"{ceiling:.1f}x", "", None),
-        ("engine matmul FLOP rate / dense GEMM rate (whole gd.run)", f"{rate / peak:.0%}",
-         f">= {TARGETS['flop_fraction']:.0%}", rate / peak >= TARGETS["flop_fraction"]),
+        (
+            "engine matmul FLOP rate / dense GEMM rate (whole gd.run)",
+            f"{rate / peak:.0%}",
+            f">= {TARGETS['flop_fraction']:.0%}",
+            rate / peak >= TARGETS["flop_fraction"],
+        ),
         ("  hot path alone (loss_and_grad, back to back) / GEMM", f"{closure_rate / peak:.0%}", "", None),
         ("  engine bookkeeping share of gd.run time", f"{max(0.0, 1 - (T + 1) * t_closure / t_engine):.0%}", "", None),
         ("peer vs engine: max relative difference of trained parameters", f"{agree:.1e}", "same computation", agree < 1e-6),
     ]
     _table(rows)
-    print(f"   dense {str(dtype).replace('torch.', '')} GEMM rate {peak / 1e9:.1f} GFLOP/s ({which_before}/{which_after}, "
-          f"before/after {peak_before / 1e9:.1f}/{peak_after / 1e9:.1f}); engine {rate / 1e9:.1f} GFLOP/s; "
-          f"peer {formulations.matmul_flops(n, d, k, 1) / per_member_step_peer / 1e9:.2f} GFLOP/s")
-    print(f"   FLOPs counted: forward Z = W Xᵀ and backward M = (mask ⊙ R) X, 4·n·d·k·E = "
-          f"{formulations.matmul_flops(n, d, k, E) / 1e6:.0f} MFLOP per step; elementwise work not counted")
-    out["engine"] = {"speedup": speedup, "ceiling": ceiling, "flop_fraction": rate / peak,
-                     "closure_flop_fraction": closure_rate / peak, "peer_agreement": agree,
-                     "peak_gflops": peak / 1e9, "engine_gflops": rate / 1e9, "engine_s": t_engine,
-                     "peer_extrapolated_s": t_peer, "peer_seeds_run": S,
-                     "final_loss_median": float(res.history["loss"][-1].nanmedian()),
-                     "diverged": int(res.diverged.sum())}
+    print(
+        f"   dense {str(dtype).replace('torch.', '')} GEMM rate {peak / 1e9:.1f} GFLOP/s ({which_before}/{which_after}, "
+        f"before/after {peak_before / 1e9:.1f}/{peak_after / 1e9:.1f}); engine {rate / 1e9:.1f} GFLOP/s; "
+        f"peer {formulations.matmul_flops(n, d, k, 1) / per_member_step_peer / 1e9:.2f} GFLOP/s"
+    )
+    print(
+        f"   FLOPs counted: forward Z = W Xᵀ and backward M = (mask ⊙ R) X, 4·n·d·k·E = "
+        f"{formulations.matmul_flops(n, d, k, E) / 1e6:.0f} MFLOP per step; elementwise work not counted"
+    )
+    out["engine"] = {
+        "speedup": speedup,
+        "ceiling": ceiling,
+        "flop_fraction": rate / peak,
+        "closure_flop_fraction": closure_rate / peak,
+        "peer_agreement": agree,
+        "peak_gflops": peak / 1e9,
+        "engine_gflops": rate / 1e9,
+        "engine_s": t_engine,
+        "peer_extrapolated_s": t_peer,
+        "peer_seeds_run": S,
+        "final_loss_median": float(res.history["loss"][-1].nanmedian()),
+        "diverged": int(res.diverged.sum()),
+    }
 
 
 def section_formulations(args, dev, dtype, out: dict) -> None:
     X, y, W, v = workload(args, dev, dtype)
-    W = W * 1e7 / args.sigma if args.sigma < 1e-6 else W                              # a generic point (masks mixed)
+    W = W * 1e7 / args.sigma if args.sigma < 1e-6 else W  # a generic point (masks mixed)
     v = v * 1e7 / args.sigma if args.sigma < 1e-6 else v
     E, k, d, n = args.seeds, args.k, args.d, args.n
-    print(f"\n## Formulations of the hot path (one loss-and-gradient call, {E} members; "
-          f"% of the dense GEMM rate of the same dtype, interleaved)")
+    print(
+        f"\n## Formulations of the hot path (one loss-and-gradient call, {E} members; "
+        f"% of the dense GEMM rate of the same dtype, interleaved)"
+    )
     ref = relunet.loss_and_grad(W, v, X, y)
     cands: dict[str, tuple[Callable[[], object], torch.dtype]] = {
-        "relunet.loss_and_grad (in use)": ((lambda: relunet.loss_and_grad(W, v, X, y)), dtype)}
+        "relunet.loss_and_grad (in use)": ((lambda: relunet.loss_and_grad(W, v, X, y)), dtype)
+    }
     for name, fn in formulations.FORMULATIONS.items():
         cands[name] = ((lambda fn=fn: fn(W, v, X, y)), dtype)
     lo = torch.float32
@@ -238,8 +275,10 @@ def section_formulations(args, dev, dtype, out: dict) -> None:
         rows.append((f"{name}", f"{frac:.0%}", f"{base / min(times[name]):.2f}x vs in use; rel. err {err:.0e}", None))
         res[name] = {"gemm_fraction": frac, "speed_vs_in_use": base / min(times[name]), "rel_err": err}
     _table(rows, head=("formulation", "% of GEMM", "notes", ""))
-    print(f"   GEMM rates: {peaks[dtype] / 1e9:.1f} GFLOP/s ({str(dtype).replace('torch.', '')}), "
-          f"{peaks[lo] / 1e9:.1f} GFLOP/s (float32), {gname}")
+    print(
+        f"   GEMM rates: {peaks[dtype] / 1e9:.1f} GFLOP/s ({str(dtype).replace('torch.', '')}), "
+        f"{peaks[lo] / 1e9:.1f} GFLOP/s (float32), {gname}"
+    )
     out["formulations"] = res
 
 
@@ -253,10 +292,16 @@ def section_scaling(args, dev, dtype, out: dict) -> None:
     if dev.type == "cuda" and args.fused_modes is None:
         modes = ["default", "max-autotune-no-cudagraphs"]
     peak, which = gemm_peak(dev, dtype, max(3, args.reps // 3))
-    print(f"\n## Scaling: gd.run on paper B (k = {k}, d = {d}, n = {n}, {str(dtype).replace('torch.', '')}, "
-          f"μ = {args.lr}) as % of this device's square GEMM ({peak / 1e12:.2f} TFLOP/s, {which})")
-    head = ["E", "ceiling (2 GEMMs)", "eager"] + (["captured"] if dev.type == "cuda" else []) + \
-        [f"{'captured + ' if dev.type == 'cuda' else ''}fused {m}" for m in modes] + ["ms/step (best)"]
+    print(
+        f"\n## Scaling: gd.run on paper B (k = {k}, d = {d}, n = {n}, {str(dtype).replace('torch.', '')}, "
+        f"μ = {args.lr}) as % of this device's square GEMM ({peak / 1e12:.2f} TFLOP/s, {which})"
+    )
+    head = (
+        ["E", "ceiling (2 GEMMs)", "eager"]
+        + (["captured"] if dev.type == "cuda" else [])
+        + [f"{'captured + ' if dev.type == 'cuda' else ''}fused {m}" for m in modes]
+        + ["ms/step (best)"]
+    )
     print("   " + " | ".join(head))
     res = {"peak_tflops": peak / 1e12, "rows": []}
     g = cdevice.generator(args.seed)
@@ -269,8 +314,9 @@ def section_scaling(args, dev, dtype, out: dict) -> None:
         S = cdevice.randn((k * E, n), generator=g, device=dev, dtype=dtype)
         Z, M = torch.empty(k * E, n, device=dev, dtype=dtype), torch.empty(k * E, d, device=dev, dtype=dtype)
         XT = X.T.contiguous()
-        t_gemms = min(interleaved({"g": lambda: (torch.mm(A, XT, out=Z), torch.mm(S, X, out=M))}, args.reps, dev)["g"])
-        del A, S, Z, M
+        gemms = {"g": lambda: (torch.mm(A, XT, out=Z), torch.mm(S, X, out=M))}
+        t_gemms = min(interleaved(gemms, args.reps, dev)["g"])
+        gemms = A = S = Z = M = None  # free the GEMM operands before the engine runs
         T = args.scaling_steps if E <= 8192 else max(10, args.scaling_steps // 4)
         runs = {"eager": (relunet.make_loss_and_grad(X, y), False)}
         if dev.type == "cuda":
@@ -281,16 +327,15 @@ def section_scaling(args, dev, dtype, out: dict) -> None:
         cells = [f"{E}", f"{row['ceiling']:.1%}"]
         best = math.inf
         for name, (lg, cap) in runs.items():
-            gd.run(lg, [W, v], 3, args.lr, progress=False, capture=cap)                   # warm-up (compile, capture)
-            t = min(timed(lambda: gd.run(lg, [W, v], T, args.lr, progress=False, capture=cap), dev)[0]
-                    for _ in range(2))
+            gd.run(lg, [W, v], 3, args.lr, progress=False, capture=cap)  # warm-up (compile, capture)
+            t = min(timed(lambda: gd.run(lg, [W, v], T, args.lr, progress=False, capture=cap), dev)[0] for _ in range(2))
             row[name] = F * (T + 1) / t / peak
             best = min(best, t / T)
             cells.append(f"{row[name]:.1%} ({row[name] / row['ceiling']:.0%} of ceiling)")
         cells.append(f"{best * 1e3:.2f}")
         print("   " + " | ".join(cells), flush=True)
         res["rows"].append(row)
-        del W, v
+        W = v = None  # free this size before the next
         if dev.type == "cuda":
             torch.cuda.empty_cache()
     if dev.type == "cuda":
@@ -299,11 +344,23 @@ def section_scaling(args, dev, dtype, out: dict) -> None:
         large = [fr[E] for E in fr if E >= 32768]
         rows = []
         if small:
-            rows.append(("best gd.run fraction at E <= 512", f"{min(small):.0%}",
-                         f">= {TARGETS['gpu_fraction_small']:.0%}", min(small) >= TARGETS["gpu_fraction_small"]))
+            rows.append(
+                (
+                    "best gd.run fraction at E <= 512",
+                    f"{min(small):.0%}",
+                    f">= {TARGETS['gpu_fraction_small']:.0%}",
+                    min(small) >= TARGETS["gpu_fraction_small"],
+                )
+            )
         if large:
-            rows.append(("best gd.run fraction at E >= 32768", f"{min(large):.0%}",
-                         f">= {TARGETS['gpu_fraction_large']:.0%}", min(large) >= TARGETS["gpu_fraction_large"]))
+            rows.append(
+                (
+                    "best gd.run fraction at E >= 32768",
+                    f"{min(large):.0%}",
+                    f">= {TARGETS['gpu_fraction_large']:.0%}",
+                    min(large) >= TARGETS["gpu_fraction_large"],
+                )
+            )
         if rows:
             _table(rows)
     print("   FLOPs counted: the two GEMMs, 4·n·d·k·E per loss-and-gradient, T + 1 evaluations per run of T steps")
@@ -314,7 +371,7 @@ def hessian_width_auto(args, dev, dtype) -> int:
     """The largest hidden width ``h`` (``P = d·h + h² + h``) whose dense Hessian fits: three ``P × P`` matrices
     (the Hessian, its transpose while symmetrising, ``eigvalsh``'s workspace) in 70 % of free device memory,
     and ``P <= --hessian-max-p``."""
-    free = torch.cuda.mem_get_info(dev)[0] if dev.type == "cuda" else 8 * 2 ** 30
+    free = torch.cuda.mem_get_info(dev)[0] if dev.type == "cuda" else 8 * 2**30
     item = torch.finfo(dtype).bits // 8
     h = 1
     while True:
@@ -334,14 +391,16 @@ def section_hessian(args, dev, dtype, out: dict) -> None:
     f = curvature.deepnet_loss_fn(params, X, y, "tanh")
     theta = curvature.flatten(params)
     P = theta.shape[1]
-    print(f"\n## Top Hessian eigenvalue: Lanczos on HVPs vs dense Hessian + eigvalsh — paper A's net "
-          f"{widths}, tanh, n = {args.hessian_n}, P = {P} parameters, {str(dtype).replace('torch.', '')}")
-    curvature.top_eigenvalue(f, theta, steps=3)                                       # warm-up
+    print(
+        f"\n## Top Hessian eigenvalue: Lanczos on HVPs vs dense Hessian + eigvalsh — paper A's net "
+        f"{widths}, tanh, n = {args.hessian_n}, P = {P} parameters, {str(dtype).replace('torch.', '')}"
+    )
+    curvature.top_eigenvalue(f, theta, steps=3)  # warm-up
     t_lan, lam = timed(lambda: curvature.top_eigenvalue(f, theta, steps=args.lanczos_steps), dev)
     lam = float(lam[0])
 
-    single = lambda th: f(th.unsqueeze(0))[0]                                         # noqa: E731
-    hv = lambda u: torch.func.jvp(torch.func.grad(single), (theta[0],), (u,))[1]     # noqa: E731
+    single = lambda th: f(th.unsqueeze(0))[0]  # noqa: E731
+    hv = lambda u: torch.func.jvp(torch.func.grad(single), (theta[0],), (u,))[1]  # noqa: E731
 
     def dense() -> float:
         H = torch.empty(P, P, device=dev, dtype=dtype)
@@ -350,19 +409,35 @@ def section_hessian(args, dev, dtype, out: dict) -> None:
             m = min(c, P - i)
             basis = torch.zeros(m, P, device=dev, dtype=dtype)
             basis[torch.arange(m, device=dev), torch.arange(i, i + m, device=dev)] = 1.0
-            H[i:i + m] = torch.func.vmap(hv)(basis)
+            H[i : i + m] = torch.func.vmap(hv)(basis)
         H = H.add_(H.T.clone()).mul_(0.5)
         return float(torch.linalg.eigvalsh(H)[-1])
 
     t_dense, lam_dense = timed(dense, dev)
     ratio, rel = t_dense / t_lan, abs(lam - lam_dense) / abs(lam_dense)
     target = TARGETS["lanczos_vs_dense_cuda" if dev.type == "cuda" else "lanczos_vs_dense"]
-    _table([("dense time / Lanczos time", f"{ratio:.0f}x", f">= {target:.0f}x", ratio >= target),
-            ("|λ_Lanczos − λ_dense| / |λ_dense|", f"{rel:.1e}", f"<= {TARGETS['lanczos_agreement']:.0e}",
-             rel <= TARGETS["lanczos_agreement"])])
+    _table(
+        [
+            ("dense time / Lanczos time", f"{ratio:.0f}x", f">= {target:.0f}x", ratio >= target),
+            (
+                "|λ_Lanczos − λ_dense| / |λ_dense|",
+                f"{rel:.1e}",
+                f"<= {TARGETS['lanczos_agreement']:.0e}",
+                rel <= TARGETS["lanczos_agreement"],
+            ),
+        ]
+    )
     print(f"   λ_max = {lam_dense:.12g}; Lanczos {args.lanczos_steps} steps (full reorthogonalisation)")
     print(f"   times: dense {t_dense:.2f} s, Lanczos {t_lan:.3f} s")
-    out["hessian"] = {"P": P, "t_dense": t_dense, "t_lanczos": t_lan, "ratio": ratio, "rel_err": rel, "lambda_dense": lam_dense, "lambda_lanczos": lam}
+    out["hessian"] = {
+        "P": P,
+        "t_dense": t_dense,
+        "t_lanczos": t_lan,
+        "ratio": ratio,
+        "rel_err": rel,
+        "lambda_dense": lam_dense,
+        "lambda_lanczos": lam,
+    }
 
 
 def section_chapters(args, dev, dtype, out: dict) -> None:
@@ -375,8 +450,10 @@ def section_chapters(args, dev, dtype, out: dict) -> None:
     subprocess.run([sys.executable, str(here / "chapter_times.py"), "quick"], check=False)
     cache = here.parent / "_build" / ".jupyter_cache"
     if cache.exists():
-        subprocess.run([sys.executable, str(here / "chapter_times.py"), "cache", "--scale",
-                        os.environ.get("COMPANION_SCALE", "paper")], check=False)
+        subprocess.run(
+            [sys.executable, str(here / "chapter_times.py"), "cache", "--scale", os.environ.get("COMPANION_SCALE", "paper")],
+            check=False,
+        )
     else:
         print("   no book build cache: run `make book`, then `python benchmarks/chapter_times.py cache`")
 
@@ -396,16 +473,27 @@ def parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="small sizes: a smoke run of every section (~1 min)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: companion's policy, CUDA when available)")
-    p.add_argument("--sections", default=None,
-                   help="comma-separated: engine, formulations, scaling, hessian, chapters (the quick test command "
-                        "per chapter and the last book build's times; ~10 min more, not in the default). Default: "
-                        "engine,formulations,hessian on the CPU; engine,scaling,hessian on CUDA")
+    p.add_argument(
+        "--sections",
+        default=None,
+        help="comma-separated: engine, formulations, scaling, hessian, chapters (the quick test command "
+        "per chapter and the last book build's times; ~10 min more, not in the default). Default: "
+        "engine,formulations,hessian on the CPU; engine,scaling,hessian on CUDA",
+    )
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
-    p.add_argument("--dtype", default="float64", choices=["float64", "float32"],
-                   help="dtype of the engine, scaling and hessian sections, and of the GEMM they are compared with")
-    p.add_argument("--clock", default="wall", choices=["wall", "cpu"],
-                   help="wall: elapsed time (default); cpu: this process's CPU time, for a loaded shared machine "
-                        "with --threads 1 (CPU only)")
+    p.add_argument(
+        "--dtype",
+        default="float64",
+        choices=["float64", "float32"],
+        help="dtype of the engine, scaling and hessian sections, and of the GEMM they are compared with",
+    )
+    p.add_argument(
+        "--clock",
+        default="wall",
+        choices=["wall", "cpu"],
+        help="wall: elapsed time (default); cpu: this process's CPU time, for a loaded shared machine "
+        "with --threads 1 (CPU only)",
+    )
     p.add_argument("--json", default=None, help="also write the measured numbers to this JSON file")
     p.add_argument("--seeds", type=int, default=512)
     p.add_argument("--steps", type=int, default=2000)
@@ -417,15 +505,21 @@ def parse(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--peer-seeds", type=int, default=8, help="seeds the peer loop runs (then extrapolated)")
     p.add_argument("--reps", type=int, default=15, help="repetitions of each interleaved timing")
-    p.add_argument("--hessian-width", default=None,
-                   help="hidden width h: P = 100h + h² + h (h=100: 20,100); 'auto': the largest whose dense Hessian "
-                        "fits in memory (default: 100 on the CPU, auto on CUDA)")
+    p.add_argument(
+        "--hessian-width",
+        default=None,
+        help="hidden width h: P = 100h + h² + h (h=100: 20,100); 'auto': the largest whose dense Hessian "
+        "fits in memory (default: 100 on the CPU, auto on CUDA)",
+    )
     p.add_argument("--hessian-max-p", type=int, default=70_000, help="cap on P for --hessian-width auto")
     p.add_argument("--scaling-E", default="512,4096,32768,131072", help="ensemble sizes of the scaling section")
     p.add_argument("--scaling-steps", type=int, default=100, help="GD steps per timed run (a quarter above E = 8192)")
-    p.add_argument("--fused-modes", default=None,
-                   help="torch.compile modes of companion.fused to time in the scaling section (comma-separated; "
-                        "default on CUDA: default,max-autotune-no-cudagraphs; on the CPU: none)")
+    p.add_argument(
+        "--fused-modes",
+        default=None,
+        help="torch.compile modes of companion.fused to time in the scaling section (comma-separated; "
+        "default on CUDA: default,max-autotune-no-cudagraphs; on the CPU: none)",
+    )
     p.add_argument("--hessian-d", type=int, default=100)
     p.add_argument("--hessian-n", type=int, default=200)
     p.add_argument("--hessian-chunk", type=int, default=512, help="unit vectors per vmap chunk of the dense Hessian")
@@ -455,16 +549,25 @@ def main(argv=None) -> dict:
     out: dict = {"args": vars(args), "device": str(dev), "torch": torch.__version__, "threads": torch.get_num_threads()}
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else (platform.processor() or platform.machine())
     load0 = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
-    print(f"# companion benchmarks — device {dev} ({name}), torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, {os.cpu_count()} CPUs, {args.clock} clock; load average at start {load0[0]:.2f}"
-          + (" (QUICK smoke sizes: not the benchmark)" if args.quick else ""))
+    print(
+        f"# companion benchmarks — device {dev} ({name}), torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, {os.cpu_count()} CPUs, {args.clock} clock; load average at start {load0[0]:.2f}"
+        + (" (QUICK smoke sizes: not the benchmark)" if args.quick else "")
+    )
     t0 = time.perf_counter()
     for sec in [s.strip() for s in args.sections.split(",") if s.strip()]:
-        {"engine": section_engine, "formulations": section_formulations, "scaling": section_scaling,
-         "hessian": section_hessian, "chapters": section_chapters}[sec](args, dev, dtype, out)
+        {
+            "engine": section_engine,
+            "formulations": section_formulations,
+            "scaling": section_scaling,
+            "hessian": section_hessian,
+            "chapters": section_chapters,
+        }[sec](args, dev, dtype, out)
     load1 = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
-    print(f"\nload average at end {load1[0]:.2f} (1 min), {load1[1]:.2f} (5 min) on {os.cpu_count()} CPUs; "
-          f"total {time.perf_counter() - t0:.0f} s")
+    print(
+        f"\nload average at end {load1[0]:.2f} (1 min), {load1[1]:.2f} (5 min) on {os.cpu_count()} CPUs; "
+        f"total {time.perf_counter() - t0:.0f} s"
+    )
     out["load"] = [load0[0], load1[0], load1[1]]
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))

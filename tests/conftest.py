@@ -42,8 +42,12 @@ def build_site(out_dir, execute: str = "off"):
     config = out_dir / "_config.yml"
     config.write_text(yaml.safe_dump(cfg, sort_keys=False))
     jb = str(__import__("pathlib").Path(sys.executable).with_name("jupyter-book"))
-    proc = subprocess.run([jb, "build", str(ROOT), "--config", str(config), "--path-output", str(out_dir),
-                           "-W", "--keep-going", "--all"], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [jb, "build", str(ROOT), "--config", str(config), "--path-output", str(out_dir), "-W", "--keep-going", "--all"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     return proc.returncode, proc.stdout + proc.stderr, out_dir / "_build" / "html"
 
 

@@ -1,4 +1,5 @@
 """Shared by the engine tests: count tensor-to-host conversions, to prove a loop makes none per step."""
+
 import torch
 
 

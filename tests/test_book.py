@@ -1,4 +1,5 @@
 """The book's structure: chapter/notebook pairs, the Colab install cell, the table of contents, the -W build."""
+
 import re
 import sys
 from pathlib import Path
@@ -57,8 +58,10 @@ def test_book_builds_with_warnings_as_errors(built_site):
 
 
 # ------------------------------------------------------------------------------ chapter conventions
-BARE_RANDOM = re.compile(r"torch\.(randn|rand|randint|randperm|normal|bernoulli|multinomial|randn_like|rand_like)\(|"
-                         r"\.(uniform_|normal_|bernoulli_|exponential_|random_)\(|np\.random\.(default_rng|seed|rand|randn)\(")
+BARE_RANDOM = re.compile(
+    r"torch\.(randn|rand|randint|randperm|normal|bernoulli|multinomial|randn_like|rand_like)\(|"
+    r"\.(uniform_|normal_|bernoulli_|exponential_|random_)\(|np\.random\.(default_rng|seed|rand|randn)\("
+)
 PRIVATE_CALL = re.compile(r"\b[A-Za-z_][\w.]*\._[a-z]\w*\(")
 MAX_CELL_LINES = 30
 
@@ -68,14 +71,17 @@ def _code_cells(md: Path) -> list[tuple[int, list[str]]]:
     import jupytext
 
     nb = jupytext.read(md)
-    return [(i, [ln for ln in c.source.splitlines() if ln.strip()]) for i, c in enumerate(nb.cells)
-            if c.cell_type == "code"]
+    return [(i, [ln for ln in c.source.splitlines() if ln.strip()]) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
 
 
 def test_chapters_draw_random_numbers_only_through_the_package():
     """The randomness policy (companion.device): a bare torch/numpy sampler would draw another stream on a GPU."""
-    bad = [f"{md.name}:{i}: {ln.strip()}" for md in chapters.chapters() for i, ln in enumerate(md.read_text().splitlines(), 1)
-           if BARE_RANDOM.search(ln)]
+    bad = [
+        f"{md.name}:{i}: {ln.strip()}"
+        for md in chapters.chapters()
+        for i, ln in enumerate(md.read_text().splitlines(), 1)
+        if BARE_RANDOM.search(ln)
+    ]
     assert bad == [], "\n".join(bad)
 
 
@@ -83,8 +89,11 @@ def test_chapters_call_no_private_names_and_keep_cells_short():
     problems = []
     for md in chapters.chapters():
         for i, lines in _code_cells(md):
-            problems += [f"{md.name} cell {i}: private name in {ln.strip()!r}" for ln in lines
-                         if PRIVATE_CALL.search(ln) and not ln.lstrip().startswith("#")]
+            problems += [
+                f"{md.name} cell {i}: private name in {ln.strip()!r}"
+                for ln in lines
+                if PRIVATE_CALL.search(ln) and not ln.lstrip().startswith("#")
+            ]
             if len(lines) > MAX_CELL_LINES:
                 problems.append(f"{md.name} cell {i}: {len(lines)} lines (at most {MAX_CELL_LINES})")
     assert problems == [], "\n".join(problems)
@@ -94,7 +103,7 @@ def test_chapters_share_the_running_box_and_name_their_records():
     for md in chapters.chapters():
         text = md.read_text()
         assert "{include} ../_snippets/running.md" in text, f"{md.name}: the shared 'Running this chapter' box"
-        assert f'chapter="{md.stem}"' in text, f"{md.name}: ClaimCheck(..., chapter=\"{md.stem}\") names its records"
+        assert f'chapter="{md.stem}"' in text, f'{md.name}: ClaimCheck(..., chapter="{md.stem}") names its records'
         assert "set_num_threads" not in text, f"{md.name}: chapters do not change global thread settings"
 
 

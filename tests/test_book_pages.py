@@ -1,5 +1,6 @@
 """companion._book, the Sphinx glue of the website: the landing page's chapter table is computed from _toc.yml, the
 chapters' prf boxes and their executed claim-check outputs (tools/browser_check.py checks the rendered pages)."""
+
 from pathlib import Path
 
 import pytest

@@ -3,6 +3,7 @@
 The right-hand sides are compared with a second, independent implementation written here as plain-Python
 loops over the indices exactly as the paper prints them (floats, one member at a time, no torch, no logs).
 """
+
 import math
 
 import pytest
@@ -16,44 +17,49 @@ SMOOTH = activations.SMOOTH
 # ------------------------------------------------------------ the independent reference (plain Python)
 def ref_43(a, b, r, L, dmax):
     s = 0.0
-    for k in range(0, L):                     # k = 0 .. L-1
-        for j in range(0, L - k):             # j = 0 .. L-k-1
-            s += a ** j * b ** k
-    return dmax ** 0.5 * r * s
+    for k in range(0, L):  # k = 0 .. L-1
+        for j in range(0, L - k):  # j = 0 .. L-k-1
+            s += a**j * b**k
+    return dmax**0.5 * r * s
 
 
 def ref_44(a, b, r, L, dmax):
     s = 0.0
-    for j in range(0, 2 * L - 1):             # j = 0 .. 2L-2
+    for j in range(0, 2 * L - 1):  # j = 0 .. 2L-2
         inner = 0.0
-        for k in range(0, 2 * L - j - 1):     # k = 0 .. 2L-j-2
-            inner += b ** k
-        s += a ** j * inner
-    return 4 * dmax * L ** 3 * r * s
+        for k in range(0, 2 * L - j - 1):  # k = 0 .. 2L-j-2
+            inner += b**k
+        s += a**j * inner
+    return 4 * dmax * L**3 * r * s
 
 
 def ref_45(a, b, r, loss, L, dmax, cJ=2.0):
     s = 0.0
     for j in range(0, 2 * L - 1):
         for i in range(0, 2 * L - j - 1):
-            s += a ** j * b ** i
-    return 8 * cJ * dmax * L ** 3 * r * (1 + loss ** 0.5) * s
+            s += a**j * b**i
+    return 8 * cJ * dmax * L**3 * r * (1 + loss**0.5) * s
 
 
 def ref_46_remainder(a, r, loss, L, dmax, cJ=2.0):
-    C = 2 ** (2 * L + 2) * cJ * dmax * L ** 4
-    p = sum(a ** i for i in range(0, 2 * L - 1))
+    C = 2 ** (2 * L + 2) * cJ * dmax * L**4
+    p = sum(a**i for i in range(0, 2 * L - 1))
     q = sum(r ** (k + 2) / (k + 2) for k in range(0, 2 * L - 1))
-    return C * (1 + loss ** 0.5) * p * q
+    return C * (1 + loss**0.5) * p * q
 
 
 def ref_eta(a, loss, L, dmax, cJ=2.0):
-    rho = 2 ** (2 * L + 3) * cJ * dmax ** 1.5 * L ** 5
-    return 1.0 / (rho * (1 + loss ** 0.5) * sum(a ** i for i in range(0, 2 * L - 1)))
+    rho = 2 ** (2 * L + 3) * cJ * dmax**1.5 * L**5
+    return 1.0 / (rho * (1 + loss**0.5) * sum(a**i for i in range(0, 2 * L - 1)))
 
 
-CASES = [(a, b, r, loss) for a in (0.0, 0.1, 1.0, 3.7, 20.0) for b in (0.0, 0.5, 1.0, 20.0)
-         for r in (1e-3, 1.0, 10.0) for loss in (0.0, 0.3, 5.0)]
+CASES = [
+    (a, b, r, loss)
+    for a in (0.0, 0.1, 1.0, 3.7, 20.0)
+    for b in (0.0, 0.5, 1.0, 20.0)
+    for r in (1e-3, 1.0, 10.0)
+    for loss in (0.0, 0.3, 5.0)
+]
 
 
 @pytest.mark.parametrize("L", [2, 3, 4, 5])
@@ -61,14 +67,20 @@ CASES = [(a, b, r, loss) for a in (0.0, 0.1, 1.0, 3.7, 20.0) for b in (0.0, 0.5,
 def test_rhs_match_independent_implementation(L, dmax):
     a, b, r, loss = (torch.tensor(v, dtype=torch.float64) for v in zip(*CASES))
     got = {
-        "4.3": bounds.lemma_4_3_rhs(a, b, r, L, dmax), "4.4": bounds.lemma_4_4_rhs(a, b, r, L, dmax),
+        "4.3": bounds.lemma_4_3_rhs(a, b, r, L, dmax),
+        "4.4": bounds.lemma_4_4_rhs(a, b, r, L, dmax),
         "4.5": bounds.lemma_4_5_rhs(a, b, r, loss, L, dmax),
-        "4.6": torch.exp(bounds.log_lemma_4_6_remainder(a, r, loss, L, dmax)), "eta": bounds.eta(a, loss, L, dmax),
+        "4.6": torch.exp(bounds.log_lemma_4_6_remainder(a, r, loss, L, dmax)),
+        "eta": bounds.eta(a, loss, L, dmax),
     }
     for e, (ae, be, re, le) in enumerate(CASES):
-        want = {"4.3": ref_43(ae, be, re, L, dmax), "4.4": ref_44(ae, be, re, L, dmax),
-                "4.5": ref_45(ae, be, re, le, L, dmax), "4.6": ref_46_remainder(ae, re, le, L, dmax),
-                "eta": ref_eta(ae, le, L, dmax)}
+        want = {
+            "4.3": ref_43(ae, be, re, L, dmax),
+            "4.4": ref_44(ae, be, re, L, dmax),
+            "4.5": ref_45(ae, be, re, le, L, dmax),
+            "4.6": ref_46_remainder(ae, re, le, L, dmax),
+            "eta": ref_eta(ae, le, L, dmax),
+        }
         for k in want:
             assert got[k][e].item() == pytest.approx(want[k], rel=1e-12), (k, CASES[e])
 
@@ -85,8 +97,8 @@ def test_constants():
     for L in (2, 3, 4):
         for dmax in (1, 3, 6):
             C = bounds.lemma_4_6_C(L, dmax)
-            assert C == 2 ** (2 * L + 2) * 2 * dmax * L ** 4
-            assert bounds.rho(L, dmax) == pytest.approx(2 * dmax ** 0.5 * L * C, rel=1e-14)   # rho = 2 d^(1/2) L C (A.7)
+            assert C == 2 ** (2 * L + 2) * 2 * dmax * L**4
+            assert bounds.rho(L, dmax) == pytest.approx(2 * dmax**0.5 * L * C, rel=1e-14)  # rho = 2 d^(1/2) L C (A.7)
 
 
 def test_log_space_does_not_overflow_where_powers_would():
@@ -94,7 +106,7 @@ def test_log_space_does_not_overflow_where_powers_would():
     log_rhs = bounds.log_lemma_4_4_rhs(big, big, torch.tensor([1.0], dtype=torch.float64), 4, 6)
     assert torch.isfinite(log_rhs).all()
     assert log_rhs.item() == pytest.approx(math.log(4 * 6 * 64) + 6 * math.log(1e80) + math.log(7), rel=1e-10)
-    assert not torch.isfinite(big ** 6).all()  # the naive power overflows
+    assert not torch.isfinite(big**6).all()  # the naive power overflows
 
 
 def test_rhs_vectorised_over_ensemble():
@@ -103,7 +115,9 @@ def test_rhs_vectorised_over_ensemble():
     full = bounds.lemma_4_5_rhs(a, b, r, loss, 3, 4)
     assert full.shape == (E,)
     for e in range(E):
-        assert full[e].item() == pytest.approx(bounds.lemma_4_5_rhs(a[e:e + 1], b[e:e + 1], r[e:e + 1], loss[e:e + 1], 3, 4).item(), rel=1e-14)
+        assert full[e].item() == pytest.approx(
+            bounds.lemma_4_5_rhs(a[e : e + 1], b[e : e + 1], r[e : e + 1], loss[e : e + 1], 3, 4).item(), rel=1e-14
+        )
 
 
 # --------------------------------------------------------------------------------- lemmas on networks
@@ -114,8 +128,12 @@ def test_lemmas_hold_on_random_pairs(gen, act, L):
     p1, p2 = bounds.random_pairs(widths, 64, generator=gen)
     X = deepnet.ball_data(6, 3, generator=gen)
     y = torch.randn(6, generator=gen, dtype=torch.float64)
-    for c in (bounds.lemma_4_3(p1, p2, X, act), bounds.lemma_4_4(p1, p2, X, act), bounds.lemma_4_5(p1, p2, X, y, act),
-              bounds.lemma_4_6(p1, p2, X, y, act)):
+    for c in (
+        bounds.lemma_4_3(p1, p2, X, act),
+        bounds.lemma_4_4(p1, p2, X, act),
+        bounds.lemma_4_5(p1, p2, X, y, act),
+        bounds.lemma_4_6(p1, p2, X, y, act),
+    ):
         assert torch.isfinite(c.lhs).all() and torch.isfinite(c.rhs).all()
         assert (c.ratio <= 1).all()
 
@@ -156,9 +174,14 @@ def test_relu_is_refused(gen):
     p1, p2 = bounds.random_pairs([3, 4, 1], 2, generator=gen)
     X = deepnet.ball_data(4, 3, generator=gen)
     y = torch.zeros(4, dtype=torch.float64)
-    for call in (lambda: bounds.lemma_4_3(p1, p2, X, "relu"), lambda: bounds.lemma_4_4(p1, p2, X, "relu"),
-                 lambda: bounds.lemma_4_5(p1, p2, X, y, "relu"), lambda: bounds.lemma_4_6(p1, p2, X, y, "relu"),
-                 lambda: bounds.loss_and_gradient_fn(p1, X, y, "relu"), lambda: bounds.check_assumptions("relu")):
+    for call in (
+        lambda: bounds.lemma_4_3(p1, p2, X, "relu"),
+        lambda: bounds.lemma_4_4(p1, p2, X, "relu"),
+        lambda: bounds.lemma_4_5(p1, p2, X, y, "relu"),
+        lambda: bounds.lemma_4_6(p1, p2, X, y, "relu"),
+        lambda: bounds.loss_and_gradient_fn(p1, X, y, "relu"),
+        lambda: bounds.check_assumptions("relu"),
+    ):
         with pytest.raises(ValueError, match="not smooth"):
             call()
 
@@ -191,9 +214,12 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="rho >= 1"):
         bounds.rate_constants(2, 0.5, 1.0, 1.0)
     with pytest.raises(ValueError, match="same layer shapes"):
-        bounds.lemma_4_3([torch.ones(1, 2, 3, dtype=torch.float64), torch.ones(1, 1, 2, dtype=torch.float64)],
-                         [torch.ones(1, 3, 3, dtype=torch.float64), torch.ones(1, 1, 3, dtype=torch.float64)],
-                         torch.zeros(1, 3, dtype=torch.float64), "tanh")
+        bounds.lemma_4_3(
+            [torch.ones(1, 2, 3, dtype=torch.float64), torch.ones(1, 1, 2, dtype=torch.float64)],
+            [torch.ones(1, 3, 3, dtype=torch.float64), torch.ones(1, 1, 3, dtype=torch.float64)],
+            torch.zeros(1, 3, dtype=torch.float64),
+            "tanh",
+        )
 
 
 # ----------------------------------------------------------------------------- the step and the engine
@@ -207,7 +233,9 @@ def test_adaptive_step_and_tracker_agree_with_formula(gen):
     rule = bounds.adaptive_step(3, deepnet.d_max(params), kappa=kappa)
     tr = bounds.Tracker(3, deepnet.d_max(params), kappa=kappa)
     a = deepnet.norm(params)
-    want = torch.tensor([k * ref_eta(ai, li, 3, 4) for k, ai, li in zip(kappa.tolist(), a.tolist(), loss.tolist())], dtype=torch.float64)
+    want = torch.tensor(
+        [k * ref_eta(ai, li, 3, 4) for k, ai, li in zip(kappa.tolist(), a.tolist(), loss.tolist())], dtype=torch.float64
+    )
     torch.testing.assert_close(rule(params, loss, grads, 0), want, rtol=1e-12, atol=0)
     torch.testing.assert_close(tr(params, loss, grads, 0), want, rtol=1e-12, atol=0)
 
@@ -233,8 +261,14 @@ def test_lemma_4_7_descent_every_step_and_tracker_bookkeeping(gen):
     for kappa in (1.0, 1e3):
         tr = bounds.Tracker(L, deepnet.d_max(params), kappa=kappa, tol=0.0)
         steps = 50
-        res = gd.run(bounds.loss_and_gradient_fn(params, X, y, "softplus"), params, steps, tr,
-                     record_at=range(steps + 1), observers=tr.observers())
+        res = gd.run(
+            bounds.loss_and_gradient_fn(params, X, y, "softplus"),
+            params,
+            steps,
+            tr,
+            record_at=range(steps + 1),
+            observers=tr.observers(),
+        )
         h = res.history
         excess = h["loss"][1:] - h["loss"][:-1] + h["eta"][:-1] / (2 * L) * h["grad_norm_sq"][:-1]
         assert (excess <= 0).all()
@@ -251,11 +285,11 @@ def test_rate_constants_satisfy_their_definition():
         c = bounds.rate_constants(L, 50.0, 0.8, 1.7)
         N = 2 * L - 2
         p = (N - 2) / (2 * N)
-        assert c.beta == pytest.approx(1.7 ** N + sum(math.comb(N, k) * (2 * L * 0.8) ** (k / 2) for k in range(2, N + 1)))
-        assert c.A * ((1 + c.beta) ** p + c.alpha ** p) <= c.alpha * (1 + 1e-12)
+        assert c.beta == pytest.approx(1.7**N + sum(math.comb(N, k) * (2 * L * 0.8) ** (k / 2) for k in range(2, N + 1)))
+        assert c.A * ((1 + c.beta) ** p + c.alpha**p) <= c.alpha * (1 + 1e-12)
         if p > 0:  # alpha* is the smallest such alpha
             a = 0.999 * c.alpha
-            assert c.A * ((1 + c.beta) ** p + a ** p) > a
+            assert c.A * ((1 + c.beta) ** p + a**p) > a
         assert c.norm_power_bound(0).item() == pytest.approx(c.beta)
         lb = c.eta_sum_lower_bound(100)
         assert lb.shape == (100,) and (lb.diff() > 0).all()
@@ -268,28 +302,28 @@ def test_gradient_norm_bound_eq14(gen, act):
         params = deepnet.init_params([3] + [4] * (L - 1) + [1], 32, 2.0, generator=gen)
         X = deepnet.ball_data(5, 3, generator=gen)
         g = deepnet.output_gradient(params, X, act)
-        lhs = torch.sqrt(sum((u ** 2).flatten(2).sum(-1) for u in g))          # (E, n)
+        lhs = torch.sqrt(sum((u**2).flatten(2).sum(-1) for u in g))  # (E, n)
         rhs = bounds.gradient_norm_bound(deepnet.norm(params), L, deepnet.d_max(params))
         assert (lhs <= rhs[:, None]).all()
-        want = [math.sqrt(4) * L * sum(a ** k for k in range(L)) for a in deepnet.norm(params).tolist()]
+        want = [math.sqrt(4) * L * sum(a**k for k in range(L)) for a in deepnet.norm(params).tolist()]
         torch.testing.assert_close(rhs, torch.tensor(want, dtype=torch.float64), rtol=1e-12, atol=0)
 
 
 # ------------------------------------------------ Lemma 4.1, eq. (14) and Appendix A (plain-Python references)
 def ref_a1(a, ell, dmax):
-    return dmax ** 0.5 * sum(a ** i for i in range(1, ell + 1))          # i = 1 .. ell
+    return dmax**0.5 * sum(a**i for i in range(1, ell + 1))  # i = 1 .. ell
 
 
 def ref_a2(a, b, r, ell, dmax):
     s = 0.0
-    for k in range(0, ell):                   # k = 0 .. ell-1
-        for j in range(0, ell - k):           # j = 0 .. ell-k-1
-            s += a ** j * b ** k
-    return dmax ** 0.5 * r * s
+    for k in range(0, ell):  # k = 0 .. ell-1
+        for j in range(0, ell - k):  # j = 0 .. ell-k-1
+            s += a**j * b**k
+    return dmax**0.5 * r * s
 
 
 def ref_a3(a, ell, dmax):
-    return dmax ** 0.5 * sum(a ** k for k in range(0, ell + 1))         # k = 0 .. ell
+    return dmax**0.5 * sum(a**k for k in range(0, ell + 1))  # k = 0 .. ell
 
 
 def ref_a5(a, ell, L):
@@ -301,23 +335,23 @@ def ref_a6(a, b, r, ell, L, dmax):
     if ell == L:
         return ref_a2(a, b, r, L, dmax)
     first = 0.0
-    for k in range(ell, L + 1):                               # k = ell .. L
-        for i in range(k - ell, 2 * k - 1 - ell + 1):         # i = k-ell .. 2k-1-ell
-            for j in range(L - k, L - i + k - ell - 1 + 1):   # j = L-k .. L-i+k-ell-1
-                first += b ** i * a ** j
-    second = sum(b ** k * a ** (L - k - ell - 1) for k in range(0, L - ell))   # k = 0 .. L-ell-1
-    return dmax ** 0.5 * r * (first + second)
+    for k in range(ell, L + 1):  # k = ell .. L
+        for i in range(k - ell, 2 * k - 1 - ell + 1):  # i = k-ell .. 2k-1-ell
+            for j in range(L - k, L - i + k - ell - 1 + 1):  # j = L-k .. L-i+k-ell-1
+                first += b**i * a**j
+    second = sum(b**k * a ** (L - k - ell - 1) for k in range(0, L - ell))  # k = 0 .. L-ell-1
+    return dmax**0.5 * r * (first + second)
 
 
 def ref_a6_unrolled(a, b, r, ell, L, dmax):
     """The proof's recursion before reindexing: sum_k b^(k-ell) D_k a^(L-k) + sum_k b^(k-ell) a^(L-k-1) r, with
     D_k = Lemma A.2's bound (and the second sum multiplied by dmax^(1/2) >= 1, as the statement does)."""
     s = sum(b ** (k - ell) * ref_a2(a, b, r, k, dmax) * a ** (L - k) for k in range(ell, L + 1))
-    return s + dmax ** 0.5 * r * sum(b ** (k - ell) * a ** (L - k - 1) for k in range(ell, L))
+    return s + dmax**0.5 * r * sum(b ** (k - ell) * a ** (L - k - 1) for k in range(ell, L))
 
 
 def ref_eq14(a, L, dmax):
-    return dmax ** 0.5 * L * sum(a ** k for k in range(0, L))
+    return dmax**0.5 * L * sum(a**k for k in range(0, L))
 
 
 A_CASES = [(a, b, r) for a in (0.0, 0.1, 1.0, 3.7, 20.0) for b in (0.0, 0.5, 1.0, 20.0) for r in (1e-3, 1.0, 10.0)]
@@ -327,7 +361,7 @@ A_CASES = [(a, b, r) for a in (0.0, 0.1, 1.0, 3.7, 20.0) for b in (0.0, 0.5, 1.0
 @pytest.mark.parametrize("dmax", [1, 6])
 def test_appendix_a_rhs_match_independent_implementation(L, dmax):
     a, b, r = (torch.tensor(v, dtype=torch.float64) for v in zip(*A_CASES))
-    for e, (ae, be, re) in enumerate(A_CASES):
+    for e, (ae, _, _) in enumerate(A_CASES):
         assert bounds.gradient_norm_bound(a, L, dmax)[e].item() == pytest.approx(ref_eq14(ae, L, dmax), rel=1e-12)
     for ell in range(0, L + 1):
         a3 = bounds.lemma_a3_rhs(a, ell, dmax)
@@ -337,11 +371,19 @@ def test_appendix_a_rhs_match_independent_implementation(L, dmax):
             assert a4[e].item() == (0.0 if ell == 0 else pytest.approx(ref_a2(ae, be, re, ell, dmax), rel=1e-12))
         if ell == 0:
             continue
-        got = {"A.1": bounds.lemma_a1_rhs(a, ell, dmax), "A.2": bounds.lemma_a2_rhs(a, b, r, ell, dmax),
-               "A.5": bounds.lemma_a5_rhs(a, ell, L), "A.6": bounds.lemma_a6_rhs(a, b, r, ell, L, dmax)}
+        got = {
+            "A.1": bounds.lemma_a1_rhs(a, ell, dmax),
+            "A.2": bounds.lemma_a2_rhs(a, b, r, ell, dmax),
+            "A.5": bounds.lemma_a5_rhs(a, ell, L),
+            "A.6": bounds.lemma_a6_rhs(a, b, r, ell, L, dmax),
+        }
         for e, (ae, be, re) in enumerate(A_CASES):
-            want = {"A.1": ref_a1(ae, ell, dmax), "A.2": ref_a2(ae, be, re, ell, dmax), "A.5": ref_a5(ae, ell, L),
-                    "A.6": ref_a6(ae, be, re, ell, L, dmax)}
+            want = {
+                "A.1": ref_a1(ae, ell, dmax),
+                "A.2": ref_a2(ae, be, re, ell, dmax),
+                "A.5": ref_a5(ae, ell, L),
+                "A.6": ref_a6(ae, be, re, ell, L, dmax),
+            }
             for k in want:
                 assert got[k][e].item() == pytest.approx(want[k], rel=1e-12), (k, ell, A_CASES[e])
 
@@ -360,8 +402,9 @@ def test_lemma_4_1_rhs_matches_independent_implementation(gen):
     q = [torch.rand(E, n, generator=gen, dtype=torch.float64) * 3 for _ in range(4)]
     got = bounds.lemma_4_1_rhs(*q)
     for e in range(E):
-        want = sum(2 / n * q[0][e, i].item() * q[1][e, i].item() + 2 / n * q[2][e, i].item() * q[3][e, i].item()
-                   for i in range(n))
+        want = sum(
+            2 / n * q[0][e, i].item() * q[1][e, i].item() + 2 / n * q[2][e, i].item() * q[3][e, i].item() for i in range(n)
+        )
         assert got[e].item() == pytest.approx(want, rel=1e-12)
 
 
@@ -411,7 +454,7 @@ def test_proof_probe_finds_near_tight_cases_and_never_exceeds_one(gen):
         bounds.proof_probe([1, 1, 1], "linear", statements=("4.9",), generator=gen)
     for k, v in best.items():
         assert v.shape == (2,) and (v <= 1 + 1e-12).all(), k
-    assert best["A.5"].max() >= 1 - 1e-12          # delta_L = sigma'(z_L) = 1 for the linear activation
+    assert best["A.5"].max() >= 1 - 1e-12  # delta_L = sigma'(z_L) = 1 for the linear activation
     assert best["A.1"].max() > 0.5
 
 
@@ -427,9 +470,13 @@ def test_mixed_devices_and_dtypes_raise_clear_errors(gen):
     y = torch.zeros(5, dtype=torch.float64)
     X_meta = torch.empty(5, 3, dtype=torch.float64, device="meta")
     p_meta = [torch.empty(w.shape, dtype=w.dtype, device="meta") for w in p2]
-    for call in (lambda: bounds.lemma_4_3(p1, p2, X_meta, "tanh"), lambda: bounds.lemma_4_5(p1, p_meta, X, y, "tanh"),
-                 lambda: bounds.lemma_4_1(p1, p2, X, y.to("meta"), "tanh"), lambda: bounds.appendix_a(p1, p2, X_meta, "tanh"),
-                 lambda: bounds.equation_14(p1, X_meta, "tanh")):
+    for call in (
+        lambda: bounds.lemma_4_3(p1, p2, X_meta, "tanh"),
+        lambda: bounds.lemma_4_5(p1, p_meta, X, y, "tanh"),
+        lambda: bounds.lemma_4_1(p1, p2, X, y.to("meta"), "tanh"),
+        lambda: bounds.appendix_a(p1, p2, X_meta, "tanh"),
+        lambda: bounds.equation_14(p1, X_meta, "tanh"),
+    ):
         with pytest.raises(ValueError, match="is on meta but .* is on cpu|is on cpu but .* is on meta"):
             call()
     with pytest.raises(ValueError, match="dtype torch.float32"):
@@ -439,7 +486,7 @@ def test_mixed_devices_and_dtypes_raise_clear_errors(gen):
         bounds.lemma_4_3_rhs(one, one, one.to("meta"), 2, 3)
     with pytest.raises(ValueError, match="is on meta"):
         bounds.lemma_a6_rhs(one, one.to("meta"), one, 1, 2, 3)
-    assert bounds.lemma_4_3_rhs(one, 1.0, 0.5, 2, 1).dtype == torch.float64      # numbers follow the tensors
+    assert bounds.lemma_4_3_rhs(one, 1.0, 0.5, 2, 1).dtype == torch.float64  # numbers follow the tensors
 
 
 def test_appendix_a_bad_arguments():
@@ -460,9 +507,13 @@ def test_proof_log_ratios_equal_the_checked_functions(gen):
     for act in ("linear", "softplus"):
         got = {k: torch.exp(v) for k, v in bounds.proof_log_ratios(p1, p2, X, y, act).items()}
         assert set(got) == set(bounds.STATEMENTS)
-        comps = {"4.1": bounds.lemma_4_1(p1, p2, X, y, act), **bounds.appendix_a(p1, p2, X, act),
-                 "4.3": bounds.lemma_4_3(p1, p2, X, act), "4.4": bounds.lemma_4_4(p1, p2, X, act),
-                 "4.5": bounds.lemma_4_5(p1, p2, X, y, act)}
+        comps = {
+            "4.1": bounds.lemma_4_1(p1, p2, X, y, act),
+            **bounds.appendix_a(p1, p2, X, act),
+            "4.3": bounds.lemma_4_3(p1, p2, X, act),
+            "4.4": bounds.lemma_4_4(p1, p2, X, act),
+            "4.5": bounds.lemma_4_5(p1, p2, X, y, act),
+        }
         for k, row in got.items():
             if k == "14":
                 want = torch.maximum(bounds.equation_14(p1, X, act).ratio.amax(1), bounds.equation_14(p2, X, act).ratio.amax(1))

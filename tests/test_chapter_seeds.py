@@ -6,6 +6,7 @@ on the nearest wrong value instead of the paper's). A run passes when every row 
 and every negative control is rejected, so one run tests both that the verdicts do not depend on the seed and that
 the checks can fail. ``tools/robustness.py`` runs the same at any seed or scale.
 """
+
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,10 +25,13 @@ CHAPTERS = robustness.chapters()
 def test_chapter_holds_on_two_other_streams_and_rejects_its_controls(source):
     """Seed offsets 1 and 2 side by side, one thread each (the machine's two cores)."""
     with ThreadPoolExecutor(2) as pool:
-        runs = list(pool.map(lambda s: robustness.run_chapter(source, seed=s, falsify=True, scale="quick",
-                                                              timeout=1800, threads=1), (1, 2)))
+        runs = list(
+            pool.map(
+                lambda s: robustness.run_chapter(source, seed=s, falsify=True, scale="quick", timeout=1800, threads=1), (1, 2)
+            )
+        )
     problems = [p for run in runs for p in run.problems]
     assert problems == [], "\n".join(problems)
-    for run in runs:                               # the chapter's assert fails, naming each control it rejected
+    for run in runs:  # the chapter's assert fails, naming each control it rejected
         for r in (r for r in run.records if r.get("control") is not None):
             assert repr(r["claim"]) in run.error, f"seed {run.seed}: the failure message does not name {r['claim']!r}"

@@ -1,5 +1,6 @@
 """The claim check: rows need a source, a threshold and refs; value rows carry a negative control that the
 falsify switch swaps in; records carry provenance; a chapter can be run on another stream with its controls."""
+
 import json
 import sys
 from pathlib import Path
@@ -13,8 +14,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import robustness  # noqa: E402
 
-ROW = dict(refs="A Lemma 4.5", source="'the gradient is Lipschitz'", threshold="ratio <= 1 (the lemma's constant)",
-           paper="<= 1", measured="0.4")
+ROW = dict(
+    refs="A Lemma 4.5",
+    source="'the gradient is Lipschitz'",
+    threshold="ratio <= 1 (the lemma's constant)",
+    paper="<= 1",
+    measured="0.4",
+)
 
 
 def test_rows_need_source_threshold_and_refs():
@@ -40,7 +46,7 @@ def test_compare_evaluates_the_rule_at_the_paper_value_and_the_control(monkeypat
     assert row.passed and row.control == "-1" and row.control_passed is False
     assert check.all_passed
     monkeypatch.setenv("COMPANION_FALSIFY", "1")
-    assert not check.all_passed                               # the control is swapped in and rejected
+    assert not check.all_passed  # the control is swapped in and rejected
     assert "wrong value -1 is rejected" in check.failures()
     with pytest.raises(ValueError, match="distinct"):
         check.compare("same", expected=1.0, wrong=1.0, test=contains, **ROW)
@@ -50,7 +56,7 @@ def test_a_control_that_is_accepted_is_reported(monkeypatch):
     monkeypatch.setenv("COMPANION_FALSIFY", "1")
     check = claims.ClaimCheck("t", chapter="t")
     check.compare("too wide", expected=0.0, wrong=1.0, test=lambda v: abs(v) < 10, **ROW)
-    assert check.all_passed                                   # a row that cannot fail passes even falsified
+    assert check.all_passed  # a row that cannot fail passes even falsified
     assert "cannot fail" in check.failures()
 
 
@@ -63,8 +69,23 @@ def test_records_carry_provenance_and_the_html_embeds_them(tmp_path, monkeypatch
     path = check.write(tmp_path)
     assert path.name == "01_x.seed3.json"
     recs = json.loads(path.read_text())
-    for key in ("chapter", "claim", "paper", "measured", "verdict", "seed_offset", "scale", "device", "dtype",
-                "torch", "commit", "wall_s", "threshold", "source", "refs"):
+    for key in (
+        "chapter",
+        "claim",
+        "paper",
+        "measured",
+        "verdict",
+        "seed_offset",
+        "scale",
+        "device",
+        "dtype",
+        "torch",
+        "commit",
+        "wall_s",
+        "threshold",
+        "source",
+        "refs",
+    ):
         assert key in recs[0], key
     assert [r["verdict"] for r in recs] == ["holds", "erratum"]
     page = check._repr_html_()
@@ -98,6 +119,6 @@ def test_runner_reads_records_on_another_stream_and_with_controls(tmp_path):
     assert plain.problems == [] and plain.records[0]["seed_offset"] == 2 and not plain.error
     falsified = robustness.run_chapter(source, seed=1, falsify=True, timeout=120)
     assert "AssertionError" in falsified.error and "is rejected" in falsified.error
-    assert falsified.problems == []                          # the row holds on the data, its control is rejected
+    assert falsified.problems == []  # the row holds on the data, its control is rejected
     table = robustness.seeds_table({"toy": [plain, falsified]}, "quick")
     assert "| toy | mean is 0 | ✅ | ✅ |" in table

@@ -1,10 +1,12 @@
 """Unit tests of companion.concentration (paper B, Theorem 10 and Lemma 11; Chapter 12)."""
+
 import math
 
 import pytest
 import torch
 
-from companion import concentration as cc, population, relunet
+from companion import concentration as cc
+from companion import population, relunet
 
 DT = torch.float64
 
@@ -38,16 +40,16 @@ def test_search_is_a_certified_monotone_lower_bound(gen):
     assert res["evaluations"] == 32 + 4 * 4 * 6 == tr.numel()
     assert torch.all(tr[1:] >= tr[:-1])
     assert math.isclose(res["value"], float(tr[-1]))
-    exact = float(cc.deviation(X, res["u"][None], res["w"][None])[0])      # the value is attained at the pair
+    exact = float(cc.deviation(X, res["u"][None], res["w"][None])[0])  # the value is attained at the pair
     assert math.isclose(res["value"], exact, rel_tol=1e-12)
-    assert res["value"] >= float(tr[31])                                  # never below its random start
+    assert res["value"] >= float(tr[31])  # never below its random start
 
 
 def test_deviation_shrinks_with_n(gen):
     d = 5
     small = cc.search_sup(_X(gen, 25, d), initial=64, chains=2, proposals=4, rounds=4, generator=gen)["value"]
     large = cc.search_sup(_X(gen, 2500, d), initial=64, chains=2, proposals=4, rounds=4, generator=gen)["value"]
-    assert large < small / 3                                               # ~ sqrt(100) = 10 in theory
+    assert large < small / 3  # ~ sqrt(100) = 10 in theory
 
 
 def _state(gen, d=6, E=3, scale=0.3):
@@ -65,7 +67,7 @@ def test_lemma11_integral_identity_and_ratio_bound(gen):
     _, gW_emp, _ = relunet.loss_and_grad(W, v, X, X @ a)
     gW_pop, _ = population.gradient(W, v, a)
     T = 2001
-    t = (torch.arange(T, dtype=DT) + 0.5) / T                                # midpoint rule
+    t = (torch.arange(T, dtype=DT) + 0.5) / T  # midpoint rule
     for e in range(W.shape[0]):
         h1 = v[e, 0] * W[e, 0] - a
         h2 = v[e, 1].abs() * W[e, 1] + a
@@ -101,7 +103,7 @@ def test_per_member_data_matches_shared(gen):
     X = torch.randn(2, 40, 5, generator=gen, dtype=DT)
     both = cc.gradient_gap_ratio(W, v, X, a)["ratio"]
     for e in range(2):
-        one = cc.gradient_gap_ratio(W[e:e + 1], v[e:e + 1], X[e], a)["ratio"]
+        one = cc.gradient_gap_ratio(W[e : e + 1], v[e : e + 1], X[e], a)["ratio"]
         assert torch.allclose(both[e], one[0], rtol=1e-12)
     pd = cc.path_deviation(W, v, X, a, points=5)
     assert torch.allclose(pd[1], cc.path_deviation(W[1:], v[1:], X[1], a, points=5)[0])
@@ -133,8 +135,8 @@ def test_sqrt_law_fit_recovers_coefficients():
     c1, c2 = cc.sqrt_law_fit(rho, Y)
     assert c1.contains(2.0) and c2.contains(1.0) and c1.low > 1.9
     c1, c2 = cc.sqrt_law_fit(rho, (1 / rho)[:, None] * (1 + 0.01 * rng.standard_normal((5, 12))))
-    assert c1.contains(0.0)                                             # a pure d/n law
-    c1, c2 = cc.sqrt_law_fit(rho, (rho ** -0.3)[:, None] * (1 + 0.01 * rng.standard_normal((5, 12))))
-    assert c2.high < 0                                                  # slower than sqrt(d/n)
+    assert c1.contains(0.0)  # a pure d/n law
+    c1, c2 = cc.sqrt_law_fit(rho, (rho**-0.3)[:, None] * (1 + 0.01 * rng.standard_normal((5, 12))))
+    assert c2.high < 0  # slower than sqrt(d/n)
     with pytest.raises(ValueError, match="K = len"):
         cc.sqrt_law_fit(rho[:2], Y[:2])

@@ -1,5 +1,4 @@
 """Unit tests of the core: paper A's network and gradient (Lemma 4.2), the ensemble GD engine, the policies."""
-import math
 
 import pytest
 import torch
@@ -80,7 +79,7 @@ def test_ensemble_members_are_independent(gen):
     """Member e of a batched forward equals the same network evaluated alone."""
     params, X, y = _problem(gen, E=4)
     batched = deepnet.loss(params, X, y, "sigmoid")
-    alone = torch.stack([deepnet.loss([w[e:e + 1] for w in params], X, y, "sigmoid")[0] for e in range(4)])
+    alone = torch.stack([deepnet.loss([w[e : e + 1] for w in params], X, y, "sigmoid")[0] for e in range(4)])
     assert torch.equal(batched, alone) or torch.allclose(batched, alone, rtol=1e-15, atol=0)
 
 
@@ -109,7 +108,7 @@ def test_relu_has_no_smoothness_constant():
     relu = activations.get("relu")
     assert not relu.smooth
     with pytest.raises(ValueError, match="not smooth"):
-        relu.c3
+        _ = relu.c3
     with pytest.raises(ValueError, match="not smooth"):
         relu.require_smooth()
 
@@ -122,10 +121,11 @@ def test_engine_equals_per_member_loop(gen):
     lg = lambda p: deepnet.loss_and_gradient(p, X, y, "tanh")  # noqa: E731
     batched = gd.run(lg, params, 50, etas, record_at=range(51), observers={"gn": gd.grad_norm_sq})
     for e in range(5):
-        alone = gd.run(lg, [w[e:e + 1] for w in params], 50, float(etas[e]), record_at=range(51),
-                       observers={"gn": gd.grad_norm_sq})
+        alone = gd.run(
+            lg, [w[e : e + 1] for w in params], 50, float(etas[e]), record_at=range(51), observers={"gn": gd.grad_norm_sq}
+        )
         for a, b in zip(batched.params, alone.params):
-            assert torch.allclose(a[e:e + 1], b, rtol=1e-12, atol=1e-14)
+            assert torch.allclose(a[e : e + 1], b, rtol=1e-12, atol=1e-14)
         assert torch.allclose(batched.history["loss"][:, e], alone.history["loss"][:, 0], rtol=1e-12, atol=1e-14)
         assert torch.allclose(batched.history["gn"][:, e], alone.history["gn"][:, 0], rtol=1e-12, atol=1e-14)
 
@@ -151,10 +151,10 @@ def test_divergent_member_is_flagged_and_others_continue(gen):
     assert res.diverged.tolist() == [False, False, True, False]
     t = int(res.diverged_at[2])
     assert 0 <= t < 300
-    assert torch.isnan(res.history["loss"][t + 1:, 2]).all()          # nothing recorded after the flag
+    assert torch.isnan(res.history["loss"][t + 1 :, 2]).all()  # nothing recorded after the flag
     assert torch.isfinite(res.history["loss"][:t, 2]).all()
     for w in res.params:
-        assert torch.isfinite(w).all()                                    # frozen at its last finite iterate
+        assert torch.isfinite(w).all()  # frozen at its last finite iterate
     healthy = res.history["loss"][:, [0, 1, 3]]
     assert (healthy[-1] < healthy[0]).all()
     alone = gd.run(lg, [w[[0, 1, 3]] for w in params], 300, 0.05)
@@ -210,7 +210,7 @@ def test_wilson_interval_known_value():
 
 def test_loglog_slope_recovers_power():
     x = torch.logspace(0, 3, 20, dtype=torch.float64)
-    fit = stats.loglog_slope(x, 3 * x ** -0.5)
+    fit = stats.loglog_slope(x, 3 * x**-0.5)
     assert fit.slope == pytest.approx(-0.5, abs=1e-12) and fit.contains(-0.5)
 
 
@@ -229,8 +229,10 @@ def test_claim_check_fails_on_a_false_claim():
 # ---------------------------------------------------------------- bad inputs raise clear ValueErrors
 def _bad_inputs(gen):
     params, X, y = _problem(gen)
-    nan_X = X.clone(); nan_X[0, 0] = float("nan")
-    inf_y = y.clone(); inf_y[1] = float("inf")
+    nan_X = X.clone()
+    nan_X[0, 0] = float("nan")
+    inf_y = y.clone()
+    inf_y[1] = float("inf")
     return [
         (lambda: deepnet.init_params([4, 3, 1], -2), "ensemble size"),
         (lambda: deepnet.init_params([4, 3, 1], 0), "ensemble size"),
@@ -274,11 +276,14 @@ def test_deepnet_mixed_devices_and_dtypes_raise_clear_errors(gen):
     X = deepnet.ball_data(5, 3, generator=gen, device="cpu")
     y = torch.zeros(5, dtype=torch.float64)
     X_meta, y_meta = X.to("meta"), y.to("meta")
-    for call in (lambda: deepnet.forward(params, X_meta, "tanh"), lambda: deepnet.loss(params, X, y_meta, "tanh"),
-                 lambda: deepnet.loss_and_gradient(params, X_meta, y, "tanh"),
-                 lambda: deepnet.make_loss_and_grad(params, X, y_meta, "tanh"),
-                 lambda: deepnet.output_gradient(params, X_meta, "tanh"),
-                 lambda: deepnet.backward_deltas(params, [z.to("meta") for z in deepnet.forward_all(params, X, "tanh")[0]], "tanh")):
+    for call in (
+        lambda: deepnet.forward(params, X_meta, "tanh"),
+        lambda: deepnet.loss(params, X, y_meta, "tanh"),
+        lambda: deepnet.loss_and_gradient(params, X_meta, y, "tanh"),
+        lambda: deepnet.make_loss_and_grad(params, X, y_meta, "tanh"),
+        lambda: deepnet.output_gradient(params, X_meta, "tanh"),
+        lambda: deepnet.backward_deltas(params, [z.to("meta") for z in deepnet.forward_all(params, X, "tanh")[0]], "tanh"),
+    ):
         with pytest.raises(ValueError, match="is on meta but params is on cpu"):
             call()
     with pytest.raises(ValueError, match="X has dtype torch.float32 but params has dtype torch.float64"):

@@ -1,4 +1,5 @@
 """Tests of companion.curvature: HVPs and Lanczos validated in float64 against dense Hessians (rtol 1e-8)."""
+
 import math
 
 import pytest
@@ -19,7 +20,7 @@ def _autograd_hessian(f, theta):
     """Member-by-member dense Hessian by torch.autograd.functional.hessian (reverse-over-reverse)."""
     out = []
     for e in range(theta.shape[0]):
-        g = lambda t, e=e: f(torch.cat([theta[:e], t[None], theta[e + 1:]]))[e]
+        g = lambda t, e=e: f(torch.cat([theta[:e], t[None], theta[e + 1 :]]))[e]
         out.append(torch.autograd.functional.hessian(g, theta[e]))
     return torch.stack(out)
 
@@ -156,7 +157,7 @@ def test_flatten_dicts_roundtrip(gen):
 def test_device_and_dtype_mixes_are_named(gen):
     """Several tensors on different devices/dtypes: a ValueError naming both (meta device and float32 stand-ins)."""
     theta = device.randn((2, 5), generator=gen, dtype=torch.float64, device="cpu")
-    f = lambda th: (th ** 2).sum(1)
+    f = lambda th: (th**2).sum(1)
     with pytest.raises(ValueError, match="v is on meta but theta is on cpu"):
         curvature.hvp(f, theta, torch.zeros(2, 5, dtype=torch.float64, device="meta"))
     with pytest.raises(ValueError, match="v has dtype torch.float32 but theta has dtype torch.float64"):

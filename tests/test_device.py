@@ -1,5 +1,6 @@
 """The randomness policy (companion.device): CPU generators, draws moved to the device, the COMPANION_SEED offset;
 and the device/dtype checks of companion.validation."""
+
 import numpy as np
 import pytest
 import torch
@@ -43,9 +44,13 @@ def test_other_samplers(monkeypatch):
     i = device.randint(2, 5, (100,), generator=g, device="cpu")
     assert i.dtype == torch.int64 and set(i.tolist()) <= {2, 3, 4}
     assert sorted(device.randperm(6, generator=g, device="cpu").tolist()) == list(range(6))
-    for bad in (lambda: device.uniform(3, 1.0, 1.0, generator=g), lambda: device.log_uniform(3, 0.0, 1.0, generator=g),
-                lambda: device.randint(3, 3, 2, generator=g), lambda: device.randn((2, -1), generator=g),
-                lambda: device.randn(2, generator="not a generator")):
+    for bad in (
+        lambda: device.uniform(3, 1.0, 1.0, generator=g),
+        lambda: device.log_uniform(3, 0.0, 1.0, generator=g),
+        lambda: device.randint(3, 3, 2, generator=g),
+        lambda: device.randn((2, -1), generator=g),
+        lambda: device.randn(2, generator="not a generator"),
+    ):
         with pytest.raises(ValueError):
             bad()
 

@@ -5,6 +5,7 @@ On the CPU the formulation runs eagerly (``mode=None``; compiling costs half a m
 relunet path stays the default there). The ``gpu``-marked tests compile with inductor on CUDA and capture
 the compiled closure in gd.run's graph.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -38,7 +39,7 @@ def test_fused_formulation_matches_relunet():
 def test_fused_closure_in_the_engine_matches_relunet():
     X, y, W, v = problem()
     eta = torch.full((24,), 0.1, dtype=F64)
-    eta[4] = 1e8                                                               # one member diverges
+    eta[4] = 1e8  # one member diverges
     record = gd.log_spaced(150, 12)
     a = gd.run(relunet.make_loss_and_grad(X, y), [W, v], 150, eta, record_at=record, progress=False)
     b = gd.run(fused.make_loss_and_grad(X, y, mode=None), [W, v], 150, eta, record_at=record, progress=False)
@@ -70,8 +71,7 @@ def test_compiled_closure_captured_on_cuda(mode):
     X, y, W, v = problem(E=256, k=2, d=50, n=500, dev="cuda")
     record = gd.log_spaced(200, 10)
     ref = gd.run(relunet.make_loss_and_grad(X, y), [W, v], 200, 0.1, record_at=record, progress=False, capture=False)
-    got = gd.run(fused.make_loss_and_grad(X, y, mode=mode), [W, v], 200, 0.1, record_at=record, progress=False,
-                 capture=True)
+    got = gd.run(fused.make_loss_and_grad(X, y, mode=mode), [W, v], 200, 0.1, record_at=record, progress=False, capture=True)
     assert got.meta["captured"]
     assert torch.equal(got.diverged_at, ref.diverged_at)
     for p, q in zip(got.params, ref.params):

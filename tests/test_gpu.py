@@ -12,6 +12,7 @@ The unmarked tests run everywhere. They keep the GPU path honest on a CPU-only m
 ``bool()``, ``.cpu()``, ``.numpy()``; on CUDA each is a device synchronisation), every sampler puts its
 result on the requested device (a ``meta`` stand-in), and ``gd.run``'s ``capture`` option is validated.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,9 +20,9 @@ import warnings
 
 import pytest
 import torch
+from host_conversions import HostConversions  # noqa: E402
 
 from companion import concentration, curvature, deepnet, device, gd, population, relunet, widenet
-from host_conversions import HostConversions  # noqa: E402
 
 F64 = torch.float64
 CUDA = torch.device("cuda")
@@ -52,8 +53,11 @@ def flat(out) -> list[torch.Tensor]:
 
 def paper_b_problem(E=48, k=2, d=20, n=300, sigma=1.0, per_member=False, r=None):
     g = cpu_gen()
-    target = relunet.unit_target(d, device="cpu", dtype=F64) if r is None else \
-        relunet.orthonormal_rows(r, d, generator=g, device="cpu", dtype=F64)
+    target = (
+        relunet.unit_target(d, device="cpu", dtype=F64)
+        if r is None
+        else relunet.orthonormal_rows(r, d, generator=g, device="cpu", dtype=F64)
+    )
     X, Y = relunet.gaussian_data(n, d, target, ensemble=E if per_member else None, generator=g, device="cpu", dtype=F64)
     W, V = relunet.xavier_init(k, d, E, sigma, r=r, generator=g, device="cpu", dtype=F64)
     return X, Y, W, V
@@ -72,18 +76,22 @@ SAMPLERS = {
     "deepnet.ball_data": lambda g, dev: deepnet.ball_data(30, 6, generator=g, device=dev, dtype=F64),
     "relunet.orthonormal_rows": lambda g, dev: relunet.orthonormal_rows(3, 8, generator=g, device=dev, dtype=F64),
     "relunet.gaussian_data": lambda g, dev: relunet.gaussian_data(
-        40, 8, relunet.unit_target(8, device=dev, dtype=F64), generator=g, device=dev, dtype=F64),
+        40, 8, relunet.unit_target(8, device=dev, dtype=F64), generator=g, device=dev, dtype=F64
+    ),
     "relunet.gaussian_data_per_member": lambda g, dev: relunet.gaussian_data(
-        40, 8, relunet.unit_target(8, device=dev, dtype=F64), ensemble=3, generator=g, device=dev, dtype=F64),
+        40, 8, relunet.unit_target(8, device=dev, dtype=F64), ensemble=3, generator=g, device=dev, dtype=F64
+    ),
     "relunet.xavier_init": lambda g, dev: relunet.xavier_init(2, 8, 5, 0.5, generator=g, device=dev, dtype=F64),
     "relunet.gaussian_init": lambda g, dev: relunet.gaussian_init(3, 8, 5, 0.5, generator=g, device=dev, dtype=F64),
     "relunet.theorem2_init": lambda g, dev: relunet.theorem2_init(8, 5, 0.5, generator=g, device=dev, dtype=F64),
     "widenet.init_params": lambda g, dev: widenet.init_params(5, 16, 2, 3, generator=g, device=dev, dtype=F64),
     "widenet.sphere_inputs": lambda g, dev: widenet.sphere_inputs(12, 5, generator=g, device=dev, dtype=F64),
     "widenet.random_direction": lambda g, dev: widenet.random_direction(
-        widenet.init_params(5, 16, 2, 3, generator=cpu_gen(1), device=dev, dtype=F64), 0.5, generator=g),
+        widenet.init_params(5, 16, 2, 3, generator=cpu_gen(1), device=dev, dtype=F64), 0.5, generator=g
+    ),
     "concentration.random_pairs": lambda g, dev: concentration.random_pairs(
-        10, 6, generator=g, like=torch.zeros(1, dtype=F64, device=dev)),
+        10, 6, generator=g, like=torch.zeros(1, dtype=F64, device=dev)
+    ),
 }
 
 
@@ -115,23 +123,33 @@ def _paper_b_per_member_eta():
     return relunet.make_loss_and_grad(X, Y), [W, V], torch.full((16,), 0.05, dtype=F64)
 
 
-@pytest.mark.parametrize("make", [
-    pytest.param(_paper_a_closure, marks=pytest.mark.xfail(
-        strict=True, reason="deepnet.loss_and_gradient validates params, X and y (finite: bool(isfinite.all())) on "
-                            "every call: ~7 host syncs per step on CUDA; deepnet.make_loss_and_grad removes them")),
-    _paper_a_validated_once, _paper_b_closure, _paper_b_per_member_eta],
-    ids=["paper_a_deepnet", "paper_a_make_loss_and_grad", "paper_b_relunet", "paper_b_per_member_eta"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(
+            _paper_a_closure,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="deepnet.loss_and_gradient validates params, X and y (finite: bool(isfinite.all())) on "
+                "every call: ~7 host syncs per step on CUDA; deepnet.make_loss_and_grad removes them",
+            ),
+        ),
+        _paper_a_validated_once,
+        _paper_b_closure,
+        _paper_b_per_member_eta,
+    ],
+    ids=["paper_a_deepnet", "paper_a_make_loss_and_grad", "paper_b_relunet", "paper_b_per_member_eta"],
+)
 def test_hot_paths_make_no_host_conversion_per_step(make):
     """The host conversions of a whole gd.run do not grow with the number of steps (after a warm-up run)."""
     made = make()
     lg, params = made[:2]
     eta = made[2] if len(made) > 2 else 0.05
-    gd.run(lg, params, 2, eta, progress=False)                  # warm-up: the closure's one-off checks
+    gd.run(lg, params, 2, eta, progress=False)  # warm-up: the closure's one-off checks
     counts = []
     for steps in (4, 40):
         with HostConversions() as mode:
-            res = gd.run(lg, params, steps, eta, record_at=[0, steps], observers={"gn": gd.grad_norm_sq},
-                         progress=False)
+            res = gd.run(lg, params, steps, eta, record_at=[0, steps], observers={"gn": gd.grad_norm_sq}, progress=False)
         counts.append(mode.count)
         assert all(p.device == params[0].device for p in res.params)
         assert res.diverged_at.device == params[0].device and res.history["gn"].device == params[0].device
@@ -152,7 +170,7 @@ def test_capture_option_on_cpu():
 def _divergent_problem():
     X, Y, W, V = paper_b_problem(E=32, sigma=1.0)
     eta = torch.full((32,), 0.1, dtype=F64)
-    eta[[3, 17]] = 1e6                                                   # these two blow up
+    eta[[3, 17]] = 1e6  # these two blow up
     obs = relunet.make_observers(relunet.unit_target(20, device="cpu", dtype=F64))
     return relunet.make_loss_and_grad(X, Y), [W, V], eta, obs
 
@@ -183,6 +201,7 @@ def test_captured_loop_logic_on_cpu(monkeypatch):
 def test_failed_capture_falls_back_to_the_eager_loop(monkeypatch):
     """A closure that cannot be captured: ``capture=None`` continues eagerly from the same state (and says
     why), ``capture=True`` raises."""
+
     def refuse(body, dev):
         raise RuntimeError("operation not permitted when stream is capturing")
 
@@ -211,7 +230,7 @@ def test_samplers_draw_on_cpu_and_move(name):
     b = flat(SAMPLERS[name](cpu_gen(3), torch.device("cpu")))
     assert len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
     if name in ("widenet.random_direction", "relunet.gaussian_data", "relunet.gaussian_data_per_member"):
-        return                                                  # validate values on the target device
+        return  # validate values on the target device
     m = flat(SAMPLERS[name](cpu_gen(3), torch.device("meta")))
     assert all(t.device.type == "meta" for t in m) and [t.shape for t in m] == [t.shape for t in a]
 
@@ -225,9 +244,18 @@ def test_samplers_bit_identical_on_cuda(name):
     assert len(a) == len(b)
     for x, y in zip(a, b):
         assert y.device.type == "cuda"
-        if name.startswith(("relunet.orthonormal_rows", "relunet.theorem2", "widenet.sphere", "widenet.random_dir",
-                            "concentration.random_pairs", "deepnet.ball_data", "device.log_uniform")):
-            close(y, x, rtol=1e-14)                             # a normalisation/exp after the draw: rounding only
+        if name.startswith(
+            (
+                "relunet.orthonormal_rows",
+                "relunet.theorem2",
+                "widenet.sphere",
+                "widenet.random_dir",
+                "concentration.random_pairs",
+                "deepnet.ball_data",
+                "device.log_uniform",
+            )
+        ):
+            close(y, x, rtol=1e-14)  # a normalisation/exp after the draw: rounding only
         else:
             assert torch.equal(y.cpu(), x)
 
@@ -249,14 +277,22 @@ def test_engine_cuda_matches_cpu_with_divergence():
     """Paper B's GD on both devices: same divergence flags and iterations, same trajectories."""
     X, Y, W, V = paper_b_problem(E=32, sigma=1.0)
     eta = torch.full((32,), 0.1, dtype=F64)
-    eta[[3, 17]] = 1e6                                                   # these two must blow up, on both devices
+    eta[[3, 17]] = 1e6  # these two must blow up, on both devices
     record = gd.log_spaced(300, 20)
     obs = relunet.make_observers(relunet.unit_target(20, device="cpu", dtype=F64))
     cpu = gd.run(relunet.make_loss_and_grad(X, Y), [W, V], 300, eta, record_at=record, observers=obs, progress=False)
     obs_cuda = relunet.make_observers(relunet.unit_target(20, device=CUDA, dtype=F64))
     for capture in (False, True):
-        gpu = gd.run(relunet.make_loss_and_grad(X.to(CUDA), Y.to(CUDA)), [W.to(CUDA), V.to(CUDA)], 300, eta.to(CUDA),
-                     record_at=record, observers=obs_cuda, progress=False, capture=capture)
+        gpu = gd.run(
+            relunet.make_loss_and_grad(X.to(CUDA), Y.to(CUDA)),
+            [W.to(CUDA), V.to(CUDA)],
+            300,
+            eta.to(CUDA),
+            record_at=record,
+            observers=obs_cuda,
+            progress=False,
+            capture=capture,
+        )
         assert gpu.meta["captured"] is capture
         assert gpu.params[0].device.type == CUDA.type and gpu.diverged_at.device.type == CUDA.type
         assert torch.equal(gpu.diverged_at.cpu(), cpu.diverged_at)
@@ -278,7 +314,7 @@ def test_captured_run_equals_eager_run(problem):
         y = 0.5 * torch.tanh(X[:, 0])
         params = deepnet.init_params([6, 8, 8, 1], 16, generator=g, device=CUDA, dtype=F64)
         lg = deepnet.make_loss_and_grad(params, X, y, "tanh")
-        eta = device.log_uniform((16,), 1e-2, 1e3, generator=g, device=CUDA, dtype=F64)   # some diverge
+        eta = device.log_uniform((16,), 1e-2, 1e3, generator=g, device=CUDA, dtype=F64)  # some diverge
         obs = {"gn": gd.grad_norm_sq, "pn": gd.param_norm}
     else:
         X, Y, W, V = (t.to(CUDA) for t in paper_b_problem(E=64, sigma=1.0))
@@ -354,7 +390,7 @@ def test_population_cuda_matches_cpu():
         close(x, y)
     for x, y in zip(population.make_loss_and_grad(ac)([Wc, vc])[1], population.make_loss_and_grad(a)([W, v])[1]):
         close(x, y)
-    fn = lambda x: torch.relu(x[:, :2]) ** 2                                      # noqa: E731
+    fn = lambda x: torch.relu(x[:, :2]) ** 2  # noqa: E731
     m_cpu, s_cpu = population.mc_mean(fn, d, 5000, generator=cpu_gen(4), batch=1000, device="cpu")
     m_gpu, s_gpu = population.mc_mean(fn, d, 5000, generator=cpu_gen(4), batch=1000, device=CUDA)
     close(m_gpu, m_cpu, rtol=1e-12)
@@ -378,8 +414,11 @@ def test_concentration_cuda_matches_cpu():
     X = device.randn((200, 6), generator=cpu_gen(), device="cpu", dtype=F64)
     u, w = concentration.random_pairs(16, 6, generator=cpu_gen(1), like=X)
     close(concentration.deviation(X.to(CUDA), u.to(CUDA), w.to(CUDA)), concentration.deviation(X, u, w), rtol=1e-10)
-    close(concentration.random_search(X.to(CUDA), 64, generator=cpu_gen(2)),
-          concentration.random_search(X, 64, generator=cpu_gen(2)), rtol=1e-10)
+    close(
+        concentration.random_search(X.to(CUDA), 64, generator=cpu_gen(2)),
+        concentration.random_search(X, 64, generator=cpu_gen(2)),
+        rtol=1e-10,
+    )
 
 
 @pytest.mark.gpu
@@ -422,7 +461,7 @@ def test_engine_loop_has_no_cuda_sync(capture):
     lg = relunet.make_loss_and_grad(X.to(CUDA), Y.to(CUDA))
     params = [W.to(CUDA), V.to(CUDA)]
     eta = torch.full((16,), 0.1, dtype=F64, device=CUDA)
-    gd.run(lg, params, 3, eta, progress=False, capture=capture)                      # warm-up
+    gd.run(lg, params, 3, eta, progress=False, capture=capture)  # warm-up
     counts = []
     for steps in (4, 40):
         torch.cuda.synchronize()

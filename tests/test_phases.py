@@ -1,4 +1,3 @@
-
 import numpy as np
 import pytest
 import torch
@@ -14,7 +13,7 @@ def test_first_hit_and_invariance():
     assert phases.first_hit(y <= 0.1, it).tolist() == [-1, -1]
     inv = phases.invariance(y, 1.0, it)
     assert inv.holds and inv.entered == 2 and inv.worst_after == pytest.approx(0.9)
-    inv = phases.invariance(y, 0.55, it)                  # member 0 enters at 2 and leaves at 4
+    inv = phases.invariance(y, 0.55, it)  # member 0 enters at 2 and leaves at 4
     assert not inv.holds and inv.worst_after == pytest.approx(0.6)
     assert phases.invariance(y, 0.55, it, until=np.array([3, 3])).worst_after == pytest.approx(0.5)
     with pytest.raises(ValueError):
@@ -23,8 +22,12 @@ def test_first_hit_and_invariance():
 
 def test_imbalance_drift_matches_hand_computation():
     it = np.array([0, 1, 5])
-    h = {"imbalance": np.array([[[0.0, 0.0]], [[0.01, -0.02]], [[0.0, 0.0]]]),
-         "v": np.ones((3, 1, 2)), "w_norm": np.ones((3, 1, 2)), "error": np.ones((3, 1))}
+    h = {
+        "imbalance": np.array([[[0.0, 0.0]], [[0.01, -0.02]], [[0.0, 0.0]]]),
+        "v": np.ones((3, 1, 2)),
+        "w_norm": np.ones((3, 1, 2)),
+        "error": np.ones((3, 1)),
+    }
     out = phases.imbalance_drift(h, it, 0.1)
     assert out["pairs"] == 1
     assert out["paper"] == pytest.approx(0.02 / (0.01 * 2))
@@ -39,7 +42,7 @@ def test_chi2_flip_probability_matches_monte_carlo_and_small_d():
         z = rng.standard_normal(400_000)
         r = np.sqrt(rng.chisquare(dd, 400_000))
         assert abs((z > r).mean() - qq) < 5e-3
-    assert q[0] == pytest.approx(0.25, abs=1e-9)            # P(Z1 > |Z2|) = 1/4
+    assert q[0] == pytest.approx(0.25, abs=1e-9)  # P(Z1 > |Z2|) = 1/4
     p = phases.chi2_failure_probability([2, 4])
     assert np.all(p == 2 * phases.chi2_flip_probability([2, 4]) * (1 - phases.chi2_flip_probability([2, 4])))
 
@@ -65,7 +68,7 @@ def test_gauss_newton_spectrum_zero_modes_and_population_value():
     X, _ = relunet.gaussian_data(100_000, d, a, generator=device.generator(2))
     ev = phases.gauss_newton_spectrum(W, v, X.cpu())[0]
     assert ev.shape == (2 * (d + 1),)
-    assert ev[:2].abs().max() < 1e-10                                       # the two rescaling directions
+    assert ev[:2].abs().max() < 1e-10  # the two rescaling directions
     assert ev[2] > 0.3
     with pytest.raises(ValueError):
         phases.gauss_newton_spectrum(W, v.float(), X.cpu())
@@ -77,8 +80,8 @@ def test_initial_event_and_phase1_invariants():
     h = {"v": v, "w_norm": v.copy()}
     out = phases.phase1_invariants(h, it, 0.1, np.array([3]))
     assert out["lower"] == pytest.approx(1.0)
-    assert out["upper"] == pytest.approx(max(v[t, 0, 0] / (2 * 1.1 ** t) for t in range(4)))
-    W0 = np.ones((2, 2, 4)) / 2                                             # norms 1
+    assert out["upper"] == pytest.approx(max(v[t, 0, 0] / (2 * 1.1**t) for t in range(4)))
+    W0 = np.ones((2, 2, 4)) / 2  # norms 1
     assert phases.initial_event(W0, np.array([[1.0, -1.0], [0.1, 1.0]]), 1.0).tolist() == [True, False]
     assert phases.initial_event(W0, np.array([[1.0, -1.0], [1.0, 1.0]]), np.array([1.0, 0.4])).tolist() == [True, False]
 
@@ -102,18 +105,18 @@ def test_burn_in_slope_ratio_and_prediction():
 
 def test_refinement_rates_recover_a_geometric_rate():
     it = np.arange(0, 400, 5)
-    err = np.stack([0.9 ** it, 0.95 ** it + 0 * it], 1)
+    err = np.stack([0.9**it, 0.95**it + 0 * it], 1)
     q, lo, hi, npts = phases.refinement_rates(it, err, low=1e-12, high=1e-2, confidence=0.99)
     assert q == pytest.approx([0.9, 0.95]) and np.all(npts >= 3)
     q, *_ = phases.refinement_rates(it, np.ones((it.size, 1)))
-    assert np.isnan(q[0])                                                  # no point in the window
+    assert np.isnan(q[0])  # no point in the window
 
 
 def test_failure_table_and_mcnemar():
     agree = np.array([1, 1, 0, 0, 1], bool)
     fail = np.array([1, 0, 0, 1, 1], bool)
     assert phases.failure_table(agree, fail).tolist() == [[2, 1], [1, 1]]
-    right_a = np.array([1, 0, 0, 0, 1, 1], bool)       # discordant: a only once, b only three times
+    right_a = np.array([1, 0, 0, 0, 1, 1], bool)  # discordant: a only once, b only three times
     right_b = np.array([1, 1, 1, 1, 0, 1], bool)
     assert phases.mcnemar_exact(right_a, right_b) == pytest.approx(stats.binom.sf(2, 4, 0.5))
     assert phases.mcnemar_exact(right_a, right_a) == 1.0

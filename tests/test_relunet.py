@@ -1,4 +1,5 @@
 """Tests of paper B's empirical network (companion.relunet; Chapters 8-11)."""
+
 import math
 
 import pytest
@@ -62,10 +63,10 @@ def test_theorem2_init_signs_scale_and_chi2():
     W, v = rn.theorem2_init(d, E, sigma, generator=g, device="cpu")
     assert W.shape == (E, 2, d) and v.shape == (E, 2)
     assert bool((v[:, 0] > 0).all()) and bool((v[:, 1] < 0).all())
-    xi2 = (v / (sigma / math.sqrt(d))) ** 2                       # should be chi^2_d: mean d, var 2d
+    xi2 = (v / (sigma / math.sqrt(d))) ** 2  # should be chi^2_d: mean d, var 2d
     assert abs(xi2.mean().item() - d) < 4 * math.sqrt(2 * d / xi2.numel())
     assert abs(xi2.var().item() / (2 * d) - 1) < 0.1
-    assert abs((W ** 2).sum(-1).mean().item() / sigma ** 2 - 1) < 0.02
+    assert abs((W**2).sum(-1).mean().item() / sigma**2 - 1) < 0.02
 
 
 def test_xavier_init_variances():
@@ -73,8 +74,8 @@ def test_xavier_init_variances():
     k, d, E, s = 4, 100, 3000, 2.0
     W, V = rn.xavier_init(k, d, E, s, r=3, generator=g, device="cpu")
     assert V.shape == (E, k, 3)
-    assert abs(W.var().item() / (s ** 2 * 2 / (k + d)) - 1) < 0.02
-    assert abs(V.var().item() / (s ** 2 * 2 / (3 + k)) - 1) < 0.05
+    assert abs(W.var().item() / (s**2 * 2 / (k + d)) - 1) < 0.02
+    assert abs(V.var().item() / (s**2 * 2 / (3 + k)) - 1) < 0.05
 
 
 def test_orthonormal_rows():
@@ -87,10 +88,10 @@ def test_observers_at_planted_solution():
     a = rn.unit_target(d, device="cpu")
     c = torch.tensor([[2.0, 0.5]], dtype=torch.float64)
     v = torch.tensor([[2.0, -0.5]], dtype=torch.float64)
-    W = torch.stack([a / 2.0, -a / 0.5]).unsqueeze(0)              # |v_i| w_i = ±a
+    W = torch.stack([a / 2.0, -a / 0.5]).unsqueeze(0)  # |v_i| w_i = ±a
     assert rn.planted_error(W, v, a).item() < 1e-15
     assert rn.angles_to_target(W, v, a).abs().max().item() < 1e-7
-    assert torch.allclose(rn.imbalance(W, v), (W ** 2).sum(-1) - c ** 2)
+    assert torch.allclose(rn.imbalance(W, v), (W**2).sum(-1) - c**2)
     pos, neg = rn.grouped_sums(W, v)
     assert torch.allclose(pos, a.unsqueeze(0)) and torch.allclose(neg, -a.unsqueeze(0))
     X, Y = rn.gaussian_data(50, d, a, generator=_gen(8), device="cpu")
@@ -108,8 +109,9 @@ def test_pairing_error():
     assert err.item() < 1e-15
     # position p holds original neuron perm[p]; original j pairs with original j + 3
     assert {(int(perm[i]) % 3, int(perm[j]) % 3) for i, j in pairs[0].tolist()} == {(0, 0), (1, 1), (2, 2)}
-    err_rand, _ = rn.pairing_error(torch.randn(1, 6, 8, generator=g, dtype=torch.float64),
-                                   torch.randn(1, 6, 3, generator=g, dtype=torch.float64))
+    err_rand, _ = rn.pairing_error(
+        torch.randn(1, 6, 8, generator=g, dtype=torch.float64), torch.randn(1, 6, 3, generator=g, dtype=torch.float64)
+    )
     assert err_rand.item() > 0.3
 
 
@@ -137,7 +139,7 @@ def test_value_errors():
     with pytest.raises(ValueError, match="Y has shape"):
         rn.loss(W, v, X, Y[:5])
     with pytest.raises(ValueError, match="Y has shape"):
-        rn.loss(W, v, X.expand(3, 10, d), Y)                     # per-member X needs per-member Y
+        rn.loss(W, v, X.expand(3, 10, d), Y)  # per-member X needs per-member Y
     with pytest.raises(ValueError, match="ensemble size"):
         rn.loss(W, v, X.expand(2, 10, d), Y.expand(2, 10))
     with pytest.raises(ValueError, match="signs"):
@@ -156,9 +158,9 @@ def test_growth_sign():
     a = rn.unit_target(d, device="cpu")
     W, v = rn.xavier_init(3, d, 50, 1.0, generator=g, device="cpu")
     s = rn.growth_sign(W, v, a)
-    assert torch.equal(s, torch.sign(v + W @ a))                   # population: c = a/2, ĉ = a
+    assert torch.equal(s, torch.sign(v + W @ a))  # population: c = a/2, ĉ = a
     X, _ = rn.gaussian_data(200000, d, a, generator=g, device="cpu")
-    s_emp = rn.growth_sign(W, v, a, X)                              # data: c_i -> a/2 as n grows
+    s_emp = rn.growth_sign(W, v, a, X)  # data: c_i -> a/2 as n grows
     assert (s_emp == s).float().mean().item() > 0.97
     with pytest.raises(ValueError):
         rn.growth_sign(W, v[:, :, None], a)
@@ -177,13 +179,22 @@ def test_mixed_devices_and_dtypes_raise_clear_errors(stand_in):
         return t.to("meta") if stand_in == "meta" else t.float()
 
     match = "is on meta" if stand_in == "meta" else "has dtype torch.float32"
-    calls = [lambda: rn.loss(W, v, other(X), Y), lambda: rn.loss_and_grad(W, other(v), X, Y),
-             lambda: rn.predict(W, v, other(X)), lambda: rn.loss_and_grad_autograd(W, v, X, other(Y)),
-             lambda: rn.make_loss_and_grad(X, other(Y)), lambda: rn.make_loss_and_grad(X, Y, fixed_v=other(v)),
-             lambda: rn.angles(W, other(a)), lambda: rn.angles_to_target(W, v, other(a)),
-             lambda: rn.imbalance(W, other(v)), lambda: rn.planted_error(other(W), v, a),
-             lambda: rn.grouped_sums(W, other(v)), lambda: rn.make_observers(a, fixed_v=other(v[0])),
-             lambda: rn.growth_sign(W, v, a, other(X)), lambda: rn.pairing_error(W, other(v))]
+    calls = [
+        lambda: rn.loss(W, v, other(X), Y),
+        lambda: rn.loss_and_grad(W, other(v), X, Y),
+        lambda: rn.predict(W, v, other(X)),
+        lambda: rn.loss_and_grad_autograd(W, v, X, other(Y)),
+        lambda: rn.make_loss_and_grad(X, other(Y)),
+        lambda: rn.make_loss_and_grad(X, Y, fixed_v=other(v)),
+        lambda: rn.angles(W, other(a)),
+        lambda: rn.angles_to_target(W, v, other(a)),
+        lambda: rn.imbalance(W, other(v)),
+        lambda: rn.planted_error(other(W), v, a),
+        lambda: rn.grouped_sums(W, other(v)),
+        lambda: rn.make_observers(a, fixed_v=other(v[0])),
+        lambda: rn.growth_sign(W, v, a, other(X)),
+        lambda: rn.pairing_error(W, other(v)),
+    ]
     for call in calls:
         with pytest.raises(ValueError, match=match):
             call()

@@ -1,14 +1,19 @@
 """Repository habits: the product speaks of itself only; every module has an API page; one version; a licence."""
+
 import re
 import subprocess
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 import companion
 
 ROOT = Path(__file__).resolve().parents[1]
-PROCESS_WORDS = re.compile(r"\bissue #?\d+|\bthe issue asks|\bthe lead\b|\bas agreed\b|\bhelper engineers?\b|"
-                           r"\bother engineers\b|\bUTC, as agreed\b", re.I)
+PROCESS_WORDS = re.compile(
+    r"\bissue #?\d+|\bthe issue asks|\bthe lead\b|\bas agreed\b|\bhelper engineers?\b|"
+    r"\bother engineers\b|\bUTC, as agreed\b",
+    re.I,
+)
 
 
 def _tracked() -> list[Path]:

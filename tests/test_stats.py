@@ -1,4 +1,5 @@
 """companion.stats against direct scipy computations and simple references."""
+
 import numpy as np
 import pytest
 from scipy import optimize
@@ -12,7 +13,7 @@ def test_wilson_and_loglog_match_scipy():
     ref = sst.binomtest(7, 40).proportion_ci(0.99, method="wilson")
     assert np.isclose(lo, ref.low) and np.isclose(hi, ref.high)
     x = np.array([1, 2, 4, 8, 16.0])
-    y = 3 * x ** -0.5 * np.array([1.01, 0.99, 1.02, 0.98, 1.0])
+    y = 3 * x**-0.5 * np.array([1.01, 0.99, 1.02, 0.98, 1.0])
     fit = stats.loglog_slope(x, y, 0.99)
     res = sst.linregress(np.log(x), np.log(y))
     assert np.isclose(fit.slope, res.slope) and np.isclose(fit.high - fit.slope, sst.t.ppf(0.995, 3) * res.stderr)
@@ -35,7 +36,7 @@ def test_member_slopes_is_the_t_interval_of_per_member_slopes():
 
 def test_semilog_slope_matches_linregress():
     t = np.arange(20.0)
-    y = 5 * 0.9 ** t * np.exp(np.random.default_rng(1).normal(0, 0.01, 20))
+    y = 5 * 0.9**t * np.exp(np.random.default_rng(1).normal(0, 0.01, 20))
     fit = stats.semilog_slope(t, y, 0.95)
     res = sst.linregress(t, np.log(y))
     assert np.isclose(fit.slope, res.slope) and fit.contains(np.log(0.9))
@@ -51,9 +52,13 @@ def test_exp_decay_binomial_recovers_the_rate_and_its_mle():
     assert est.contains(np.log(2)) and not est.contains(1.0)
 
     # the MLE solves the score equations sum_k (F_k - N_k p_k) / (1 - p_k) * (1, -k) = 0 (Poisson-binomial form)
-    logC = np.log(np.sum(F / (1 - 0)) / np.sum(N * np.exp(-est.value * k)))      # a rough start for C only
-    res = optimize.root(lambda th: [np.sum((F - N * np.exp(th[0] - th[1] * k)) / (1 - np.exp(th[0] - th[1] * k)) * g)
-                                    for g in (np.ones_like(k), -k)], [logC, est.value])
+    logC = np.log(np.sum(F / (1 - 0)) / np.sum(N * np.exp(-est.value * k)))  # a rough start for C only
+    res = optimize.root(
+        lambda th: [
+            np.sum((F - N * np.exp(th[0] - th[1] * k)) / (1 - np.exp(th[0] - th[1] * k)) * g) for g in (np.ones_like(k), -k)
+        ],
+        [logC, est.value],
+    )
     assert res.success and np.isclose(est.value, res.x[1], atol=1e-5)
     with pytest.raises(ValueError, match="no failures"):
         stats.exp_decay_binomial(k, 0 * F, N)
@@ -86,7 +91,7 @@ def test_crossing_matches_a_loop_and_bootstrap_is_reproducible():
 def test_bootstrap_crossing_exponent_recovers_a_linear_law():
     rng = np.random.default_rng(0)
     sizes, ratios = np.array([10, 20, 40, 80.0]), np.array([1, 2, 4, 8, 16.0])
-    p = 1 / (1 + np.exp(-3 * (np.log(ratios) - np.log(3))))              # crossing at n/d = 3 for every d
+    p = 1 / (1 + np.exp(-3 * (np.log(ratios) - np.log(3))))  # crossing at n/d = 3 for every d
     counts = rng.binomial(400, np.broadcast_to(p, (4, 5)))
     est = stats.bootstrap_crossing_exponent(counts, 400, ratios, sizes, rng=np.random.default_rng(1), confidence=0.99)
     point = np.log(stats.crossing(counts / 400, ratios) * sizes)

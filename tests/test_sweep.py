@@ -3,6 +3,7 @@
 The two-process run uses ``torchrun`` with the gloo backend on the CPU (what CI has); the same entry point
 runs under NCCL on GPUs.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,13 +14,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from companion import sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {"experiment": "failure_vs_width", "members": 40, "block": 16, "seed": 3, "dtype": "float64",
-        "params": {"d": 6, "ks": [2, 3], "sigma": 1e-3, "mu": 0.1, "steps": 120, "tau": 0.01}}
+TINY = {
+    "experiment": "failure_vs_width",
+    "members": 40,
+    "block": 16,
+    "seed": 3,
+    "dtype": "float64",
+    "params": {"d": 6, "ks": [2, 3], "sigma": 1e-3, "mu": 0.1, "steps": 120, "tau": 0.01},
+}
 
 
 def tiny(tmp_path: Path, **over) -> Path:
@@ -63,11 +69,29 @@ def test_config_errors(tmp_path):
 def test_two_processes_gloo_equal_one_process(tmp_path):
     """``torchrun --nproc_per_node 2 -m companion.sweep`` (gloo) writes bit-identical per-member results."""
     cfg_path = tiny(tmp_path)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
     out2 = tmp_path / "two.npz"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "companion.sweep", str(cfg_path), "--out", str(out2), "--device", "cpu", "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "companion.sweep",
+        str(cfg_path),
+        "--out",
+        str(out2),
+        "--device",
+        "cpu",
+        "--quiet",
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     two = sweep.load(out2)

@@ -1,11 +1,13 @@
 """Unit tests of companion.widenet (paper C's width-m networks, Chapter 13)."""
+
 import math
 
 import pytest
 import torch
 from torch.func import hessian, jacrev, jvp
 
-from companion import curvature, device, widenet as wn
+from companion import curvature, device
+from companion import widenet as wn
 
 DT = torch.float64
 
@@ -18,7 +20,7 @@ def _setup(gen, arch, m=7, H=3, d=4, n=5, E=2, act="tanh"):
 
 
 def _member(p, e):
-    return {k: v[e:e + 1] for k, v in p.items()}
+    return {k: v[e : e + 1] for k, v in p.items()}
 
 
 def _flat_fn(p1, x, net):
@@ -28,6 +30,7 @@ def _flat_fn(p1, x, net):
     def f(vec):
         parts = torch.split(vec, sizes)
         return wn.forward({k: t.reshape(shapes[k]) for k, t in zip(p1, parts)}, x.reshape(1, -1), net)[0, 0]
+
     return f, torch.cat([v.reshape(-1) for v in p1.values()])
 
 
@@ -54,8 +57,7 @@ def test_hvp_lanczos_and_eigenvector_match_dense_hessian(gen, arch):
     hv_a, hv_f = wn.output_hvp(p, X[0], v, net), wn.output_hvp(p, X[0], v, net, method="func")
     for k in p:
         assert torch.allclose(hv_a[k], hv_f[k], atol=1e-12, rtol=0)
-    norm, hist, vec = wn.output_hessian_norm(p, X[0], net, iters=60, generator=gen, return_history=True,
-                                             return_vector=True)
+    norm, hist, vec = wn.output_hessian_norm(p, X[0], net, iters=60, generator=gen, return_history=True, return_vector=True)
     assert hist.shape == (2, 60) and torch.all(hist.diff(dim=1) >= -1e-10)
     for e in range(2):
         f, flat = _flat_fn(_member(p, e), X[0], net)
@@ -75,6 +77,7 @@ def test_output_hessian_norm_is_curvature_lanczos(gen):
 
     def mv_flat(q):
         return curvature.flatten(wn.output_hvp(p, X[1], curvature.unflatten(q, shapes), net))
+
     P_ = sum(math.prod(s) for s in shapes.values())
     ritz = curvature.lanczos(mv_flat, 2, P_, P_, generator=gen)
     norm = wn.output_hessian_norm(p, X[1], net, iters=40, generator=gen)
@@ -95,7 +98,7 @@ def test_loss_hvp_splits_into_gauss_newton_and_curvature(gen):
     y = device.randn(X.shape[0], generator=gen, dtype=DT, device="cpu")
     v = wn.random_direction(p, 1.0, generator=gen)
     r = (wn.forward(p, X, net) - y).detach()
-    Jv = wn.jvp_outputs(p, X, v, net)                                          # (E, n)
+    Jv = wn.jvp_outputs(p, X, v, net)  # (E, n)
     JtJv = torch.func.grad(lambda q: (wn.forward(q, X, net) * Jv).sum())(p)
     curv = wn.weighted_output_hvp(p, X, r, v, net)
     hv = wn.loss_hvp(p, X, y, v, net)
@@ -139,11 +142,11 @@ def test_jvp_and_taylor_remainder(gen):
     assert torch.allclose(wn.jvp_outputs(p, X, h, net), ref, atol=1e-14, rtol=0)
     r1 = wn.taylor_remainder(p, X, h, net)
     r2 = wn.taylor_remainder(p, X, wn.scale_to(h, 5e-3), net)
-    assert torch.allclose(r1 / r2, torch.full_like(r1, 4.0), rtol=0.05)       # second order
+    assert torch.allclose(r1 / r2, torch.full_like(r1, 4.0), rtol=0.05)  # second order
 
 
 def test_c_sigma_normalises_the_first_layer(gen):
-    assert abs(wn.c_sigma("tanh") * 0.394294 - 1) < 1e-4                       # E tanh(g)^2 = 0.394294...
+    assert abs(wn.c_sigma("tanh") * 0.394294 - 1) < 1e-4  # E tanh(g)^2 = 0.394294...
     net = wn.Net("fc", "tanh")
     p = wn.init_params(6, 4000, 2, 1, generator=gen, dtype=DT, device="cpu")
     X = wn.sphere_inputs(3, 6, generator=gen, dtype=DT, device="cpu")
@@ -167,8 +170,8 @@ def test_ball_measurements_keys_and_shapes(gen):
     y = device.randn(X.shape[0], generator=gen, dtype=DT, device="cpu")
     lo = wn.loss_hessian_measurements(p, X, y, 0.5, net, iters=12, generator=gen)
     assert all(v.shape == (2,) and torch.isfinite(v).all() for v in lo.values())
-    assert torch.all(lo["hess_loss"] <= lo["bound"] * (1 + 1e-9))              # the bound, with measured factors
-    assert torch.all(lo["r_up"] <= lo["r0"] + 0.5 * lo["Jmax"] * 1.01)         # residual bound along the segment
+    assert torch.all(lo["hess_loss"] <= lo["bound"] * (1 + 1e-9))  # the bound, with measured factors
+    assert torch.all(lo["r_up"] <= lo["r0"] + 0.5 * lo["Jmax"] * 1.01)  # residual bound along the segment
     assert torch.all(lo["r_up"] > lo["r0"]) and torch.all(lo["r"] < lo["r0"])  # up and down the gradient
 
 

@@ -4,6 +4,7 @@ The MyST-Markdown ``book/**/*.md`` jupytext files are the source of truth. ``syn
 ``.ipynb`` (no outputs) and rewrites the Colab install cell with the repository URL from ``_config.yml``
 (the one place it is kept); ``check`` exits non-zero when a pair has drifted or a URL disagrees.
 """
+
 from __future__ import annotations
 
 import json

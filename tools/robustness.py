@@ -10,6 +10,7 @@ on the data, a control that is accepted, or a chapter without records. Under ``-
 ``assert`` is expected to fail (that is the point of a control); the records tell whether it failed for the right
 reason. ``seeds`` runs every chapter of ``_toc.yml`` at offsets ``0 … N−1`` and writes a verdict × seed table.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,7 +51,7 @@ class ChapterRun:
         if self.records and self.error and not self.falsify:
             out.append(f"{self.chapter} seed {self.seed}: the notebook raised after its claim check: {self.error[-400:]}")
         if self.falsify and self.records and not any(r.get("control") for r in self.records):
-            pass                                   # a chapter of bound rows only: nothing to swap in
+            pass  # a chapter of bound rows only: nothing to swap in
         return out
 
 
@@ -63,8 +64,9 @@ def chapters() -> list[Path]:
     return [f for f in files if f.exists() and f.read_text().startswith("---\njupytext:")]
 
 
-def run_chapter(source: Path, *, seed: int = 0, falsify: bool = False, scale: str = "quick",
-                timeout: int = 3600, threads: int | None = None) -> ChapterRun:
+def run_chapter(
+    source: Path, *, seed: int = 0, falsify: bool = False, scale: str = "quick", timeout: int = 3600, threads: int | None = None
+) -> ChapterRun:
     """Execute the paired notebook of ``source`` in a fresh kernel with the given switches.
 
     The switches go to the kernel's environment only (this process's is left alone), so several chapters can run
@@ -79,15 +81,22 @@ def run_chapter(source: Path, *, seed: int = 0, falsify: bool = False, scale: st
     nb = nbformat.read(nb_path, as_version=4)
     run = ChapterRun(source.stem, seed, falsify)
     with tempfile.TemporaryDirectory() as records:
-        env = {**os.environ, "COMPANION_SEED": str(seed), "COMPANION_FALSIFY": "1" if falsify else "0",
-               "COMPANION_SCALE": scale, "COMPANION_CLAIMS_DIR": records, "COMPANION_PROGRESS": "0",
-               "COMPANION_WIDGETS": "static"}
+        env = {
+            **os.environ,
+            "COMPANION_SEED": str(seed),
+            "COMPANION_FALSIFY": "1" if falsify else "0",
+            "COMPANION_SCALE": scale,
+            "COMPANION_CLAIMS_DIR": records,
+            "COMPANION_PROGRESS": "0",
+            "COMPANION_WIDGETS": "static",
+        }
         if threads is not None:
             env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
         t0 = time.perf_counter()
         try:
-            NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                           resources={"metadata": {"path": str(nb_path.parent)}}).execute(env=env)
+            NotebookClient(
+                nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(nb_path.parent)}}
+            ).execute(env=env)
         except CellExecutionError as exc:
             run.error = str(exc)
         finally:
@@ -112,12 +121,15 @@ def seeds_table(runs: dict[str, list[ChapterRun]], scale: str) -> str:
     """A markdown table: one line per claim row, one column per seed offset (✅ / ⚠️ erratum holds / ❌)."""
     seeds = sorted({r.seed for rs in runs.values() for r in rs})
     mark = {"holds": "✅", "erratum": "⚠️", "fails": "❌"}
-    lines = [f"Measured {dt.date.today().isoformat()} on {platform.machine()} "
-             f"({os.cpu_count()} CPU cores, {platform.system()}), `{scale}` scale, seed offsets {seeds[0]}–{seeds[-1]} "
-             f"(`COMPANION_SEED`). ✅ holds · ⚠️ the corrected statement of an erratum holds · ❌ fails · "
-             "— the chapter stopped before its check.", "",
-             "| chapter | claim | " + " | ".join(str(s) for s in seeds) + " |",
-             "| --- | --- | " + " | ".join("---" for _ in seeds) + " |"]
+    lines = [
+        f"Measured {dt.date.today().isoformat()} on {platform.machine()} "
+        f"({os.cpu_count()} CPU cores, {platform.system()}), `{scale}` scale, seed offsets {seeds[0]}–{seeds[-1]} "
+        f"(`COMPANION_SEED`). ✅ holds · ⚠️ the corrected statement of an erratum holds · ❌ fails · "
+        "— the chapter stopped before its check.",
+        "",
+        "| chapter | claim | " + " | ".join(str(s) for s in seeds) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in seeds) + " |",
+    ]
     for chapter, rs in runs.items():
         names = list(dict.fromkeys(r["claim"] for run in rs for r in run.records))
         for name in names:

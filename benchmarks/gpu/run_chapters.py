@@ -8,6 +8,7 @@ Each chapter runs in a fresh ``python3`` kernel (nbclient) with ``COMPANION_SCAL
 ``OUT_DIR/notebooks/<chapter>.ipynb``. Prints one line per chapter (wall time, verdict of its claim check, the
 error's last line if it stopped) and writes ``OUT_DIR/chapters.json``. Exit status 1 when a chapter stopped.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,11 @@ def chapter_notebooks(only: list[str]) -> list[Path]:
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     files = [ROOT / f"{c['file']}.ipynb" for part in toc.get("parts", []) for c in part.get("chapters", [])]
-    files = [f for f in files if f.exists() and f.with_suffix(".md").exists()
-             and f.with_suffix(".md").read_text().startswith("---\njupytext:")]
+    files = [
+        f
+        for f in files
+        if f.exists() and f.with_suffix(".md").exists() and f.with_suffix(".md").read_text().startswith("---\njupytext:")
+    ]
     return [f for f in files if not only or any(f.stem.startswith(o) for o in only)]
 
 
@@ -42,11 +46,12 @@ def run_one(nb_path: Path, out: Path, env_extra: dict, timeout: int) -> dict:
     t0 = time.perf_counter()
     error = None
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                       resources={"metadata": {"path": str(nb_path.parent)}}).execute(env=env)
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(nb_path.parent)}}).execute(
+            env=env
+        )
     except CellExecutionError as exc:
         error = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
-    except Exception as exc:                                   # a dead kernel, a timeout: recorded, not raised
+    except Exception as exc:  # a dead kernel, a timeout: recorded, not raised
         error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
     seconds = time.perf_counter() - t0
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
@@ -66,9 +71,15 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.workers)
-    env = {"COMPANION_SCALE": args.scale, "COMPANION_DEVICE": args.device, "COMPANION_PROGRESS": "0",
-           "COMPANION_CLAIMS_DIR": str((args.out / "claims").resolve()), "COMPANION_WIDGETS": "static",
-           "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    env = {
+        "COMPANION_SCALE": args.scale,
+        "COMPANION_DEVICE": args.device,
+        "COMPANION_PROGRESS": "0",
+        "COMPANION_CLAIMS_DIR": str((args.out / "claims").resolve()),
+        "COMPANION_WIDGETS": "static",
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+    }
     nbs = chapter_notebooks([o for o in args.only.split(",") if o])
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=args.workers) as pool:
@@ -77,13 +88,21 @@ def main(argv=None) -> int:
         for f in futures:
             r = f.result()
             results.append(r)
-            print(f"{r['chapter']:28s} {r['seconds']:7.1f} s  {'ok' if not r['error'] else 'STOPPED: ' + r['error'][:200]}",
-                  flush=True)
+            print(
+                f"{r['chapter']:28s} {r['seconds']:7.1f} s  {'ok' if not r['error'] else 'STOPPED: ' + r['error'][:200]}",
+                flush=True,
+            )
     wall = time.perf_counter() - t0
-    print(f"{len(nbs)} chapters at {args.scale} scale on {args.device}, {args.workers} at a time: {wall:.0f} s wall, "
-          f"{sum(r['seconds'] for r in results):.0f} s summed")
-    (args.out / "chapters.json").write_text(json.dumps({"scale": args.scale, "device": args.device, "workers": args.workers,
-                                                         "wall_s": round(wall, 1), "chapters": results}, indent=1))
+    print(
+        f"{len(nbs)} chapters at {args.scale} scale on {args.device}, {args.workers} at a time: {wall:.0f} s wall, "
+        f"{sum(r['seconds'] for r in results):.0f} s summed"
+    )
+    (args.out / "chapters.json").write_text(
+        json.dumps(
+            {"scale": args.scale, "device": args.device, "workers": args.workers, "wall_s": round(wall, 1), "chapters": results},
+            indent=1,
+        )
+    )
     return 1 if any(r["error"] for r in results) else 0
 
 

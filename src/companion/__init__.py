@@ -1,2 +1,3 @@
 """Executable companion: shared package."""
+
 __version__ = "0.1.0"

@@ -23,6 +23,7 @@ still finds it; nothing in the package imports it (it needs Sphinx, which only t
   "Identifier 'THEBE_JS_URL' has already been declared" on every page (seen by tools/browser_check.py).
 * Adds ``_static/companion.css`` (figures as white cards in the dark theme, the explorer note, the claim tables).
 """
+
 from __future__ import annotations
 
 import json
@@ -66,8 +67,11 @@ def toc_chapters(srcdir: Path) -> list[str]:
     """Docnames of the jupytext chapters listed in ``_toc.yml``, in order."""
     toc = yaml.safe_load((Path(srcdir) / "_toc.yml").read_text())
     docs = [c["file"] for part in toc.get("parts", []) for c in part.get("chapters", [])]
-    return [d for d in docs if (Path(srcdir) / f"{d}.md").exists()
-            and (Path(srcdir) / f"{d}.md").read_text().startswith("---\njupytext:")]
+    return [
+        d
+        for d in docs
+        if (Path(srcdir) / f"{d}.md").exists() and (Path(srcdir) / f"{d}.md").read_text().startswith("---\njupytext:")
+    ]
 
 
 CLAIMS_JSON_RE = re.compile(r"<script type='application/json' class='companion-claims'>(?P<data>.*?)</script>", re.S)
@@ -78,7 +82,7 @@ def chapter_records(doctree) -> list[dict]:
     out: list[dict] = []
     for raw in doctree.findall(nodes.raw):
         for m in CLAIMS_JSON_RE.finditer(raw.astext()):
-            out += json.loads(m.group("data"))          # "<\/" in the HTML is JSON for "</"
+            out += json.loads(m.group("data"))  # "<\/" in the HTML is JSON for "</"
     return out
 
 
@@ -168,8 +172,12 @@ def _coverage_table(app, fromdoc: str):
         hits = [(doc, r) for doc, recs in by_chapter.items() for r in recs if item["id"] in r.get("refs", [])]
         for doc, r in hits:
             title = env.titles[doc].astext() if doc in env.titles else doc
-            cell += nodes.reference("", title.split(".")[0] if title[:1].isdigit() else title, internal=True,
-                                    refuri=app.builder.get_relative_uri(fromdoc, doc))
+            cell += nodes.reference(
+                "",
+                title.split(".")[0] if title[:1].isdigit() else title,
+                internal=True,
+                refuri=app.builder.get_relative_uri(fromdoc, doc),
+            )
             cell += nodes.Text(f" {mark[r['verdict']]} {r['claim']}; ")
         if not hits:
             cell += nodes.Text(item.get("reason") or "not executed in this build")
@@ -202,8 +210,9 @@ def _purge(app, env, docname):
 
 
 def _merge(app, env, docnames, other):
-    env.companion_chapter_table_docs = getattr(env, "companion_chapter_table_docs", set()) | \
-        getattr(other, "companion_chapter_table_docs", set())
+    env.companion_chapter_table_docs = getattr(env, "companion_chapter_table_docs", set()) | getattr(
+        other, "companion_chapter_table_docs", set()
+    )
 
 
 def _skip(self, node):

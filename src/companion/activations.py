@@ -10,11 +10,12 @@ and Assumption 3.3 asks all of them to be ``≤ 1``. The registry stores the tig
 (``c2 = sup|σ'|``, ``c3 = sup|σ''|``); Chapter 1 measures them on a grid and compares.
 ReLU is registered for paper B but flagged non-smooth: its ``c3`` does not exist and asking raises.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import Tensor
@@ -43,14 +44,15 @@ class Activation:
         if not self.smooth or self._c3 is None:
             raise ValueError(
                 f"activation {self.name!r} is not smooth: σ' is discontinuous, so no finite c3 exists "
-                "and paper A's Assumption 3.1 (hence Lemmas 4.3-4.7) does not apply")
+                "and paper A's Assumption 3.1 (hence Lemmas 4.3-4.7) does not apply"
+            )
         return self._c3
 
     def constants(self) -> dict[str, float]:
         """``{'c0','c1','c2','c3'}``; raises for a non-smooth activation."""
         return {"c0": self.c0, "c1": self.c1, "c2": self.c2, "c3": self.c3}
 
-    def require_smooth(self) -> "Activation":
+    def require_smooth(self) -> Activation:
         """Return self, or raise ``ValueError`` if σ violates Assumption 3.1 (used by paper A's bounds)."""
         self.c3  # noqa: B018 -- raises for a non-smooth activation
         return self
@@ -87,25 +89,24 @@ def _tanh_d1(x: Tensor) -> Tensor:
 
 def _tanh_d2(x: Tensor) -> Tensor:
     t = torch.tanh(x)
-    return -2 * t * (1 - t ** 2)
+    return -2 * t * (1 - t**2)
 
 
 REGISTRY: dict[str, Activation] = {
     # σ(w) = w: |σ| = |w|, σ' = 1, σ'' = 0.
-    "linear": Activation("linear", lambda x: x, torch.ones_like, torch.zeros_like,
-                         c0=0.0, c1=1.0, c2=1.0, _c3=0.0, smooth=True),
+    "linear": Activation("linear", lambda x: x, torch.ones_like, torch.zeros_like, c0=0.0, c1=1.0, c2=1.0, _c3=0.0, smooth=True),
     # |tanh| ≤ 1; sup|tanh'| = 1 at 0; sup|tanh''| = 4/(3√3) at tanh(w) = ±1/√3.
-    "tanh": Activation("tanh", torch.tanh, _tanh_d1, _tanh_d2,
-                       c0=1.0, c1=0.0, c2=1.0, _c3=4 / (3 * math.sqrt(3)), smooth=True),
+    "tanh": Activation("tanh", torch.tanh, _tanh_d1, _tanh_d2, c0=1.0, c1=0.0, c2=1.0, _c3=4 / (3 * math.sqrt(3)), smooth=True),
     # 0 < s < 1; sup s' = 1/4 at 0; sup|s''| = 1/(6√3) at s = 1/2 ± 1/(2√3).
-    "sigmoid": Activation("sigmoid", torch.sigmoid, _sigmoid_d1, _sigmoid_d2,
-                          c0=1.0, c1=0.0, c2=0.25, _c3=1 / (6 * math.sqrt(3)), smooth=True),
+    "sigmoid": Activation(
+        "sigmoid", torch.sigmoid, _sigmoid_d1, _sigmoid_d2, c0=1.0, c1=0.0, c2=0.25, _c3=1 / (6 * math.sqrt(3)), smooth=True
+    ),
     # log(1+e^w) ≤ log 2 + |w|; σ' = sigmoid ≤ 1; σ'' = sigmoid' ≤ 1/4.
-    "softplus": Activation("softplus", _softplus, torch.sigmoid, _sigmoid_d1,
-                           c0=math.log(2.0), c1=1.0, c2=1.0, _c3=0.25, smooth=True),
+    "softplus": Activation(
+        "softplus", _softplus, torch.sigmoid, _sigmoid_d1, c0=math.log(2.0), c1=1.0, c2=1.0, _c3=0.25, smooth=True
+    ),
     # ReLU: |σ| ≤ |w|, 1-Lipschitz, but σ' jumps at 0: no c3 (paper B's activation).
-    "relu": Activation("relu", torch.relu, lambda x: (x > 0).to(x.dtype), None,
-                       c0=0.0, c1=1.0, c2=1.0, _c3=None, smooth=False),
+    "relu": Activation("relu", torch.relu, lambda x: (x > 0).to(x.dtype), None, c0=0.0, c1=1.0, c2=1.0, _c3=None, smooth=False),
 }
 
 SMOOTH = tuple(name for name, a in REGISTRY.items() if a.smooth)
@@ -132,8 +133,8 @@ def measure_constants(act: str | Activation, lo: float = -50.0, hi: float = 50.0
     w = torch.linspace(lo, hi, num, dtype=torch.float64)
     h = w[1] - w[0]
     s = a.fn(w)
-    ds = torch.diff(s) / h                       # σ' at midpoints
-    dds = torch.diff(a.d1(w)) / h                # σ'' at midpoints (difference of σ')
+    ds = torch.diff(s) / h  # σ' at midpoints
+    dds = torch.diff(a.d1(w)) / h  # σ'' at midpoints (difference of σ')
     nz = w.abs() > 1e-12
     c1 = torch.clamp((s.abs() - a.c0)[nz] / w.abs()[nz], min=0).max().item()
     return {"c0": a.c0, "c1": c1, "c2": ds.abs().max().item(), "c3": dds.abs().max().item()}

@@ -22,12 +22,13 @@ non-smooth activation (ReLU) or data violating Assumption 3.2 (``‖x_i‖ ≤ �
 Lemma 4.7's adaptive step is a :data:`companion.gd.StepRule` (:func:`adaptive_step`), with the quantities
 Theorem 4.8's proof tracks recorded through :func:`observers`.
 """
+
 from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import Tensor
@@ -79,8 +80,7 @@ def _same_device_norms(**named) -> dict[str, Tensor]:
     out = {}
     for k, v in named.items():
         if not isinstance(v, Tensor):
-            v = torch.as_tensor(v, dtype=torch.float64 if ref is None else ref.dtype,
-                                device=None if ref is None else ref.device)
+            v = torch.as_tensor(v, dtype=torch.float64 if ref is None else ref.dtype, device=None if ref is None else ref.device)
         out[k] = _norm(k, v)
     return out
 
@@ -169,7 +169,7 @@ def log_lemma_4_4_rhs(norm_w1, norm_w2, norm_diff, L: int, d_max: int) -> Tensor
     """
     L, d_max = _check_L(L), _check_dmax(d_max)
     norm_w1, norm_w2, r = _same_device_norms(norm_w1=norm_w1, norm_w2=norm_w2, norm_diff=norm_diff).values()
-    return math.log(4 * d_max * L ** 3) + _log(r) + log_double_sum(norm_w1, norm_w2, 2 * L - 2)
+    return math.log(4 * d_max * L**3) + _log(r) + log_double_sum(norm_w1, norm_w2, 2 * L - 2)
 
 
 def lemma_4_4_rhs(norm_w1, norm_w2, norm_diff, L: int, d_max: int) -> Tensor:
@@ -184,10 +184,12 @@ def log_lemma_4_5_rhs(norm_w1, norm_w2, norm_diff, loss_w1, L: int, d_max: int, 
     Paper A, Lemma 4.5, double polynomial smoothness (Chapter 2). Inputs ``(E,)``; output ``(E,)``.
     """
     L, d_max, c_J = _check_L(L), _check_dmax(d_max), _check_cJ(c_J)
-    norm_w1, norm_w2, r, loss = _same_device_norms(norm_w1=norm_w1, norm_w2=norm_w2, norm_diff=norm_diff,
-                                                   loss_w1=loss_w1).values()
-    return (math.log(8 * c_J * d_max * L ** 3) + _log(r) + torch.log1p(torch.sqrt(loss))
-            + log_double_sum(norm_w1, norm_w2, 2 * L - 2))
+    norm_w1, norm_w2, r, loss = _same_device_norms(
+        norm_w1=norm_w1, norm_w2=norm_w2, norm_diff=norm_diff, loss_w1=loss_w1
+    ).values()
+    return (
+        math.log(8 * c_J * d_max * L**3) + _log(r) + torch.log1p(torch.sqrt(loss)) + log_double_sum(norm_w1, norm_w2, 2 * L - 2)
+    )
 
 
 def lemma_4_5_rhs(norm_w1, norm_w2, norm_diff, loss_w1, L: int, d_max: int, c_J: float = C_J) -> Tensor:
@@ -207,7 +209,7 @@ def log_local_smoothness_bound(norm_w, loss, L: int, d_max: int, c_J: float = C_
 def lemma_4_6_C(L: int, d_max: int, c_J: float = C_J) -> float:
     """``C = 2^{2L+2} c_J d_max L⁴``. Paper A, Lemma 4.6 (Chapter 3)."""
     L, d_max, c_J = _check_L(L), _check_dmax(d_max), _check_cJ(c_J)
-    return 2.0 ** (2 * L + 2) * c_J * d_max * L ** 4
+    return 2.0 ** (2 * L + 2) * c_J * d_max * L**4
 
 
 def log_lemma_4_6_remainder(norm_w1, norm_diff, loss_w1, L: int, d_max: int, c_J: float = C_J) -> Tensor:
@@ -219,8 +221,12 @@ def log_lemma_4_6_remainder(norm_w1, norm_diff, loss_w1, L: int, d_max: int, c_J
     C = lemma_4_6_C(L, d_max, c_J)
     norm_w1, norm_diff, loss = _same_device_norms(norm_w1=norm_w1, norm_diff=norm_diff, loss_w1=loss_w1).values()
     weights = [1.0 / (k + 2) for k in range(2 * L - 1)]
-    return (math.log(C) + torch.log1p(torch.sqrt(loss)) + log_power_sum(norm_w1, 2 * L - 2)
-            + log_power_sum(norm_diff, 2 * L - 2, offset=2, weights=weights))
+    return (
+        math.log(C)
+        + torch.log1p(torch.sqrt(loss))
+        + log_power_sum(norm_w1, 2 * L - 2)
+        + log_power_sum(norm_diff, 2 * L - 2, offset=2, weights=weights)
+    )
 
 
 def lemma_4_6_rhs(inner, norm_w1, norm_diff, loss_w1, L: int, d_max: int, c_J: float = C_J) -> Tensor:
@@ -349,8 +355,9 @@ def lemma_4_1_rhs(output_change, grad_norm_w2, residual_w1, grad_change, c_J: fl
     Paper A, Lemma 4.1 (Chapter 2).
     """
     c_J = _check_cJ(c_J)
-    t = _same_device_norms(output_change=output_change, grad_norm_w2=grad_norm_w2, residual_w1=residual_w1,
-                           grad_change=grad_change)
+    t = _same_device_norms(
+        output_change=output_change, grad_norm_w2=grad_norm_w2, residual_w1=residual_w1, grad_change=grad_change
+    )
     shapes = {tuple(v.shape) for v in t.values()}
     if len(shapes) != 1 or t["output_change"].ndim != 2:
         raise ValueError(f"the four per-sample quantities must share one shape (E, n), got {sorted(shapes)}")
@@ -361,7 +368,7 @@ def lemma_4_1_rhs(output_change, grad_norm_w2, residual_w1, grad_change, c_J: fl
 def rho(L: int, d_max: int, c_J: float = C_J) -> float:
     """``ρ = 2^{2L+3} c_J d_max^{3/2} L⁵ = 2 d_max^{1/2} L C``. Paper A, Lemma 4.7 (Chapter 3)."""
     L, d_max, c_J = _check_L(L), _check_dmax(d_max), _check_cJ(c_J)
-    return 2.0 ** (2 * L + 3) * c_J * d_max ** 1.5 * L ** 5
+    return 2.0 ** (2 * L + 3) * c_J * d_max**1.5 * L**5
 
 
 def eta(norm_w, loss, L: int, d_max: int, c_J: float = C_J, kappa=1.0) -> Tensor:
@@ -392,8 +399,7 @@ def adaptive_step(L: int, d_max: int, kappa: float | Tensor = 1.0, c_J: float = 
     def rule(params, loss, grads, t):
         # a non-finite loss (diverged member) gets a NaN step; the engine flags and freezes it
         safe = torch.where(torch.isfinite(loss), loss, torch.zeros_like(loss)).clamp_min(0)
-        out = eta(gd.param_norm(params, loss, grads), safe, L, d_max, c_J,
-                  kappa.to(loss) if isinstance(kappa, Tensor) else kappa)
+        out = eta(gd.param_norm(params, loss, grads), safe, L, d_max, c_J, kappa.to(loss) if isinstance(kappa, Tensor) else kappa)
         return torch.where(torch.isfinite(loss), out, torch.full_like(out, float("nan")))
 
     rule.description = f"Lemma 4.7 eta_t (L={L}, d_max={d_max}, kappa={'per-member' if isinstance(kappa, Tensor) else kappa})"  # type: ignore[attr-defined]
@@ -453,12 +459,12 @@ def rate_constants(L: int, rho_value: float, loss0: float, norm_w0: float) -> Ra
     loss0, norm_w0 = validation.nonnegative("loss0", loss0), validation.nonnegative("norm_w0", norm_w0)
     N = 2 * L - 2
     A = N * (rho_value * (1 + math.sqrt(loss0)) * (2 * L - 1)) ** ((N - 2) / (2 * N)) * math.sqrt(2 * L * loss0)
-    beta = norm_w0 ** N + sum(math.comb(N, k) * (2 * L * loss0) ** (k / 2) for k in range(2, N + 1))
+    beta = norm_w0**N + sum(math.comb(N, k) * (2 * L * loss0) ** (k / 2) for k in range(2, N + 1))
     p = (N - 2) / (2 * N)
     if p == 0:  # N = 2: A (1 + 1) <= alpha
         alpha = 2 * A
     else:  # smallest alpha with g(alpha) = alpha - A((1+beta)^p + alpha^p) >= 0; g is increasing past its minimum
-        g = lambda a: a - A * ((1 + beta) ** p + a ** p)
+        g = lambda a: a - A * ((1 + beta) ** p + a**p)
         hi = max(1.0, 2 * A * (1 + beta) ** p)
         while g(hi) < 0:
             hi *= 2
@@ -555,7 +561,7 @@ def lemma_4_6(params1, params2, X: Tensor, y: Tensor, act) -> Comparison:
 
 def _grad_norms(grads: Sequence[Tensor], lead: int) -> Tensor:
     """``‖(g_1, …, g_L)‖`` over all layers, keeping the first ``lead`` axes."""
-    return torch.sqrt(sum((g ** 2).flatten(lead).sum(-1) for g in grads))
+    return torch.sqrt(sum((g**2).flatten(lead).sum(-1) for g in grads))
 
 
 def lemma_4_1(params1, params2, X: Tensor, y: Tensor, act) -> Comparison:
@@ -574,8 +580,7 @@ def lemma_4_1(params1, params2, X: Tensor, y: Tensor, act) -> Comparison:
     _, G1 = deepnet.loss_and_gradient(p1, X, y, act)
     _, G2 = deepnet.loss_and_gradient(p2, X, y, act)
     lhs = _grad_norms([b - a for a, b in zip(G1, G2)], 1)
-    rhs = lemma_4_1_rhs((f2 - f1).abs(), _grad_norms(g2, 2), (f1 - y).abs(),
-                        _grad_norms([b - a for a, b in zip(g1, g2)], 2))
+    rhs = lemma_4_1_rhs((f2 - f1).abs(), _grad_norms(g2, 2), (f1 - y).abs(), _grad_norms([b - a for a, b in zip(g1, g2)], 2))
     return Comparison(lhs, rhs)
 
 
@@ -613,11 +618,11 @@ def appendix_a(params1, params2, X: Tensor, act) -> dict[str, Comparison]:
     L, dm = len(p1), deepnet.d_max(p1)
     (z1, h1), (z2, h2) = deepnet.forward_all(p1, X, act), deepnet.forward_all(p2, X, act)
     d1, d2 = deepnet.backward_deltas(p1, z1, act), deepnet.backward_deltas(p2, z2, act)
-    norm = lambda vs: torch.stack([v.norm(dim=-1) for v in vs], -1)                      # (E, n, K)
+    norm = lambda vs: torch.stack([v.norm(dim=-1) for v in vs], -1)  # (E, n, K)
     diff = lambda us, vs: norm([v - u for u, v in zip(us, vs)])
-    both = lambda f, n1, n2: torch.cat([f(n1), f(n2)], 0)                               # (2E, ...)
+    both = lambda f, n1, n2: torch.cat([f(n1), f(n2)], 0)  # (2E, ...)
     layers = range(1, L + 1)
-    stack = lambda fs: torch.stack(fs, -1).unsqueeze(1)                                 # (E, 1, K)
+    stack = lambda fs: torch.stack(fs, -1).unsqueeze(1)  # (E, 1, K)
     return {
         "A.1": Comparison(both(norm, z1, z2), both(lambda n: stack([lemma_a1_rhs(n, l, dm) for l in layers]), a, b)),
         "A.2": Comparison(diff(z1, z2), stack([lemma_a2_rhs(a, b, r, l, dm) for l in layers])),
@@ -629,8 +634,16 @@ def appendix_a(params1, params2, X: Tensor, act) -> dict[str, Comparison]:
 
 
 # ------------------------------------------------------------------------------ sampling and the probe
-def random_pairs(widths: Sequence[int], ensemble: int, norm_range=(0.1, 20.0), diff_range=(1e-3, 10.0), *,
-                 generator: torch.Generator | None = None, device=None, dtype=None) -> tuple[list[Tensor], list[Tensor]]:
+def random_pairs(
+    widths: Sequence[int],
+    ensemble: int,
+    norm_range=(0.1, 20.0),
+    diff_range=(1e-3, 10.0),
+    *,
+    generator: torch.Generator | None = None,
+    device=None,
+    dtype=None,
+) -> tuple[list[Tensor], list[Tensor]]:
     """``ensemble`` random pairs ``(W1, W2)`` of networks with ``widths = [d_0, …, d_L]``: ``‖W1‖`` log-uniform in
     ``norm_range`` and ``‖W2 − W1‖`` log-uniform in ``diff_range``; directions Gaussian with a random log-uniform
     weight per layer in ``[0.1, 10]`` (so that both balanced and one-layer-dominated pairs occur).
@@ -684,15 +697,15 @@ def _adversarial_search(widths, act, members, steps, n, lr, objective, generator
     best = torch.zeros(members, dtype=dt, device=dev)
     for _ in range(steps):
         opt.zero_grad()
-        X = math.sqrt(d) * v / torch.sqrt(1 + (v ** 2).sum(-1, keepdim=True))
+        X = math.sqrt(d) * v / torch.sqrt(1 + (v**2).sum(-1, keepdim=True))
         dn = deepnet.norm(dirs).view(-1, 1, 1)
         w2 = [a + torch.exp(log_r).view(-1, 1, 1) * u / dn for a, u in zip(w1, dirs)]
         obj = objective(w1, w2, X, y)
         obj = torch.where(torch.isfinite(obj), obj, torch.full_like(obj, -700.0))
         best = torch.maximum(best, torch.exp(obj.detach()))
         (-obj.sum()).backward()
-        for p in opt.param_groups[0]["params"]:      # a member at a non-differentiable point (e.g. a zero norm)
-            if p.grad is not None:                   # gets no update there; the others are unaffected
+        for p in opt.param_groups[0]["params"]:  # a member at a non-differentiable point (e.g. a zero norm)
+            if p.grad is not None:  # gets no update there; the others are unaffected
                 p.grad.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
         opt.step()
     return best
@@ -705,8 +718,19 @@ def _log_ratio(c: Comparison) -> Tensor:
     return out.flatten(1).amax(1) if out.ndim > 1 else out
 
 
-def tightness_probe(lemma: str, widths: Sequence[int], act, *, starts: int = 64, steps: int = 300, n: int = 2,
-                    lr: float = 0.05, generator: torch.Generator | None = None, device=None, dtype=None) -> Tensor:
+def tightness_probe(
+    lemma: str,
+    widths: Sequence[int],
+    act,
+    *,
+    starts: int = 64,
+    steps: int = 300,
+    n: int = 2,
+    lr: float = 0.05,
+    generator: torch.Generator | None = None,
+    device=None,
+    dtype=None,
+) -> Tensor:
     """Adversarial search for the worst case of Lemma 4.3, 4.4 or 4.5: maximise ``log(LHS/RHS)`` by Adam over
     ``(W1, W2 − W1, data x_i with ‖x_i‖ < √d, targets y_i)`` from ``starts`` random starts at once.
 
@@ -756,27 +780,32 @@ def proof_log_ratios(params1, params2, X: Tensor, y: Tensor, act) -> dict[str, T
         zs, hs = deepnet.forward_all(p, X, sigma)
         outs.append((zs, hs, deepnet.backward_deltas(p, zs, sigma)))
     (z1, h1, d1), (z2, h2, d2) = outs
-    vnorm = lambda vs: torch.stack([v.norm(dim=-1) for v in vs], -1)                         # (E, n, K)
+    vnorm = lambda vs: torch.stack([v.norm(dim=-1) for v in vs], -1)  # (E, n, K)
     vdiff = lambda us, vs: vnorm([v - u for u, v in zip(us, vs)])
     lr = lambda lhs, rhs: (torch.log(lhs + 1e-300) - torch.log(rhs).unsqueeze(1)).flatten(1).amax(1)
     per_w = lambda f, vals: torch.maximum(*[lr(vnorm(v), f(n)) for v, n in zip(vals, (a, b))])
     layers = range(1, L + 1)
     grads = [[dl.unsqueeze(-1) * hl.unsqueeze(-2) for dl, hl in zip(d, h[:-1])] for d, h in ((d1, h1), (d2, h2))]
-    gnorm = [_grad_norms(g, 2) for g in grads]                                             # (E, n) each
+    gnorm = [_grad_norms(g, 2) for g in grads]  # (E, n) each
     gchange = _grad_norms([v - u for u, v in zip(*grads)], 2)
     f1, f2 = h1[-1][..., 0], h2[-1][..., 0]
     n = f1.shape[-1]
     G = [[(2.0 / n) * ((f - y).unsqueeze(-1).unsqueeze(-1) * gl).sum(1) for gl in g] for f, g in ((f1, grads[0]), (f2, grads[1]))]
     lhs41 = _grad_norms([v - u for u, v in zip(*G)], 1)
     rhs41 = lemma_4_1_rhs((f2 - f1).abs(), gnorm[1], (f1 - y).abs(), gchange)
-    eq14 = torch.maximum(*[(torch.log(g + 1e-300) - torch.log(gradient_norm_bound(nw, L, dm)).unsqueeze(1)).amax(1)
-                           for g, nw in zip(gnorm, (a, b))])
+    eq14 = torch.maximum(
+        *[
+            (torch.log(g + 1e-300) - torch.log(gradient_norm_bound(nw, L, dm)).unsqueeze(1)).amax(1)
+            for g, nw in zip(gnorm, (a, b))
+        ]
+    )
     loss1 = ((f1 - y) ** 2).mean(-1)
     return {
         "4.3": lr((f2 - f1).abs().unsqueeze(-1), lemma_4_3_rhs(a, b, r, L, dm).unsqueeze(-1)),
         "4.4": lr(gchange.unsqueeze(-1), lemma_4_4_rhs(a, b, r, L, dm).unsqueeze(-1)),
         "4.5": torch.log(lhs41 + 1e-300) - torch.log(lemma_4_5_rhs(a, b, r, loss1, L, dm)),
-        "4.1": torch.log(lhs41 + 1e-300) - torch.log(rhs41), "14": eq14,
+        "4.1": torch.log(lhs41 + 1e-300) - torch.log(rhs41),
+        "14": eq14,
         "A.1": per_w(lambda nw: torch.stack([lemma_a1_rhs(nw, l, dm) for l in layers], -1), (z1, z2)),
         "A.2": lr(vdiff(z1, z2), torch.stack([lemma_a2_rhs(a, b, r, l, dm) for l in layers], -1)),
         "A.3": per_w(lambda nw: torch.stack([lemma_a3_rhs(nw, l, dm) for l in range(L + 1)], -1), (h1, h2)),
@@ -786,9 +815,19 @@ def proof_log_ratios(params1, params2, X: Tensor, y: Tensor, act) -> dict[str, T
     }
 
 
-def proof_probe(widths: Sequence[int], act, *, statements: Sequence[str] = PROOF_STEPS, starts: int = 16,
-                steps: int = 200, n: int = 2, lr: float = 0.05, generator: torch.Generator | None = None, device=None,
-                dtype=None) -> dict[str, Tensor]:
+def proof_probe(
+    widths: Sequence[int],
+    act,
+    *,
+    statements: Sequence[str] = PROOF_STEPS,
+    starts: int = 16,
+    steps: int = 200,
+    n: int = 2,
+    lr: float = 0.05,
+    generator: torch.Generator | None = None,
+    device=None,
+    dtype=None,
+) -> dict[str, Tensor]:
     """Adversarial search for the worst case of several statements at once (by default Lemma 4.1, eq. (14) and
     Lemmas A.1–A.6, the steps inside the proof of Lemma 4.5; any of :data:`STATEMENTS`, Lemmas 4.3–4.5 included):
     ``starts`` members per statement in one ensemble of ``len(statements) · starts``, each member maximising the
@@ -808,12 +847,12 @@ def proof_probe(widths: Sequence[int], act, *, statements: Sequence[str] = PROOF
 
     def objective(w1, w2, X, y):
         ratios = proof_log_ratios(w1, w2, X, y, sigma)
-        table = torch.stack([ratios[k] for k in statements])                  # (K, E)
+        table = torch.stack([ratios[k] for k in statements])  # (K, E)
         E = table.shape[1]
         return table.gather(0, (torch.arange(E, device=table.device) // starts).unsqueeze(0)).squeeze(0)
 
     best = _adversarial_search(widths, act, len(statements) * starts, steps, n, lr, objective, generator, device, dtype)
-    return {k: best[i * starts:(i + 1) * starts] for i, k in enumerate(statements)}
+    return {k: best[i * starts : (i + 1) * starts] for i, k in enumerate(statements)}
 
 
 # ------------------------------------------------------------------------ fast paths for long GD runs
@@ -859,15 +898,21 @@ class Tracker:
         a = torch.sqrt((flat_w * flat_w).sum(1))
         if self._powers is None or self._powers.device != a.device or self._powers.dtype != a.dtype:
             self._powers = torch.arange(2 * self.L - 1, device=a.device, dtype=a.dtype)
-        total = torch.pow(a.unsqueeze(1), self._powers).sum(1)          # Σ_{i=0}^{2L-2} ‖W‖^i
+        total = torch.pow(a.unsqueeze(1), self._powers).sum(1)  # Σ_{i=0}^{2L-2} ‖W‖^i
         k = self.kappa.to(loss) if isinstance(self.kappa, Tensor) else self.kappa
         eta_t = k * math.exp(-self.log_rho) / ((1 + torch.sqrt(loss.clamp_min(0))) * total)
         s = self._state
         if s is None or t == 0:
             inf = torch.full_like(loss, float("inf"))
-            s = self._state = {"min_g2": inf, "sum_eta": torch.zeros_like(loss), "sum_eta_g2": torch.zeros_like(loss),
-                               "worst_excess": torch.full_like(loss, -float("inf")),
-                               "violations": torch.zeros_like(loss), "ambiguous": torch.zeros_like(loss), "loss0": loss.clone()}
+            s = self._state = {
+                "min_g2": inf,
+                "sum_eta": torch.zeros_like(loss),
+                "sum_eta_g2": torch.zeros_like(loss),
+                "worst_excess": torch.full_like(loss, -float("inf")),
+                "violations": torch.zeros_like(loss),
+                "ambiguous": torch.zeros_like(loss),
+                "loss0": loss.clone(),
+            }
         else:
             self._check_step(loss)
         s["min_g2"] = torch.minimum(s["min_g2"], g2)
@@ -897,12 +942,18 @@ class Tracker:
     def observers(self) -> dict:
         """Observers for ``gd.run``: ``grad_norm_sq``, ``param_norm`` and the running quantities above. Record the
         final iteration (``gd.log_spaced`` does) so that the last step's descent is checked too."""
+
         def running(key):
             def obs(params, loss, grads):
                 self._sync(loss)
                 return self._state[key].clone()
+
             return obs
-        return {**observers(), **{k: running(k) for k in ("min_g2", "sum_eta", "sum_eta_g2", "worst_excess", "violations", "ambiguous")}}
+
+        return {
+            **observers(),
+            **{k: running(k) for k in ("min_g2", "sum_eta", "sum_eta_g2", "worst_excess", "violations", "ambiguous")},
+        }
 
     @property
     def state(self) -> dict[str, Tensor]:

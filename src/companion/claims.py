@@ -25,6 +25,7 @@ Provenance: :meth:`ClaimCheck.report` embeds the rows as JSON in the table's HTM
 into ``claims.json`` and the landing and coverage pages) and, when ``COMPANION_CLAIMS_DIR`` is set, writes
 ``<dir>/<chapter>.seed<k>[.falsify].json``.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -35,11 +36,11 @@ import os
 import platform
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
-_T0 = time.perf_counter()          # the chapter imports companion first: wall time is measured from here
+_T0 = time.perf_counter()  # the chapter imports companion first: wall time is measured from here
 _COMMIT: list[str] = []
 
 
@@ -56,8 +57,13 @@ def _commit() -> str:
         value = os.environ.get("COMPANION_COMMIT", "")
         if not value:
             try:
-                value = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                                       timeout=10, cwd=Path(__file__).resolve().parent).stdout.strip()
+                value = subprocess.run(
+                    ["git", "rev-parse", "--short=12", "HEAD"],
+                    capture_output=True,
+                    text=True,
+                    timeout=10,
+                    cwd=Path(__file__).resolve().parent,
+                ).stdout.strip()
             except (OSError, subprocess.SubprocessError):
                 value = ""
         _COMMIT.append(value or "unknown")
@@ -103,7 +109,7 @@ def _number(name: str, value: object) -> float | None:
     if value is None:
         return None
     try:
-        v = float(value)                      # numpy scalars, 0-d tensors
+        v = float(value)  # numpy scalars, 0-d tensors
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a number, got {value!r}") from None
     return v
@@ -111,7 +117,7 @@ def _number(name: str, value: object) -> float | None:
 
 def _as_bool(name: str, value: object) -> bool:
     if hasattr(value, "item"):
-        value = value.item()                  # numpy.bool_, 0-d tensors
+        value = value.item()  # numpy.bool_, 0-d tensors
     if not isinstance(value, (bool, int)) or isinstance(value, int) and value not in (0, 1):
         raise ValueError(f"{name} must be a boolean outcome, got {value!r}")
     return bool(value)
@@ -125,9 +131,21 @@ class ClaimCheck:
     chapter: str = ""
     rows: list[Claim] = field(default_factory=list)
 
-    def add(self, claim: str, *, refs: str | Sequence[str], source: str, threshold: str, paper: str, measured: str,
-            passed: bool, control: tuple[str, bool] | None = None, erratum: str | None = None,
-            value: float | None = None, interval: Sequence[float] | None = None) -> bool:
+    def add(
+        self,
+        claim: str,
+        *,
+        refs: str | Sequence[str],
+        source: str,
+        threshold: str,
+        paper: str,
+        measured: str,
+        passed: bool,
+        control: tuple[str, bool] | None = None,
+        erratum: str | None = None,
+        value: float | None = None,
+        interval: Sequence[float] | None = None,
+    ) -> bool:
         """Record one claim and return its verdict.
 
         ``refs``: the numbered results it checks (ids of the coverage page, e.g. ``"A Lemma 4.5"``);
@@ -151,21 +169,42 @@ class ClaimCheck:
             iv = [_number("interval", x) for x in interval]
             if len(iv) != 2:
                 raise ValueError(f"interval must be a pair (low, high), got {interval!r}")
-        row = Claim(_text("claim", claim), refs, _text("source", source), _text("threshold", threshold),
-                    _text("paper", paper), _text("measured", measured), _as_bool("passed", passed),
-                    control=None if control is None else control[0],
-                    control_passed=None if control is None else control[1],
-                    erratum=None if erratum is None else _text("erratum", erratum),
-                    value=_number("value", value), interval=iv)
+        row = Claim(
+            _text("claim", claim),
+            refs,
+            _text("source", source),
+            _text("threshold", threshold),
+            _text("paper", paper),
+            _text("measured", measured),
+            _as_bool("passed", passed),
+            control=None if control is None else control[0],
+            control_passed=None if control is None else control[1],
+            erratum=None if erratum is None else _text("erratum", erratum),
+            value=_number("value", value),
+            interval=iv,
+        )
         if any(r.claim == row.claim for r in self.rows):
             raise ValueError(f"two rows named {row.claim!r}: each row needs its own name")
         self.rows.append(row)
         return row.passed
 
-    def compare(self, claim: str, *, refs: str | Sequence[str], source: str, threshold: str, paper: str,
-                measured: str, test: Callable[[float], bool], expected: float, wrong: float,
-                wrong_label: str | None = None, erratum: str | None = None, value: float | None = None,
-                interval: Sequence[float] | None = None) -> bool:
+    def compare(
+        self,
+        claim: str,
+        *,
+        refs: str | Sequence[str],
+        source: str,
+        threshold: str,
+        paper: str,
+        measured: str,
+        test: Callable[[float], bool],
+        expected: float,
+        wrong: float,
+        wrong_label: str | None = None,
+        erratum: str | None = None,
+        value: float | None = None,
+        interval: Sequence[float] | None = None,
+    ) -> bool:
         """A value row: ``passed = test(expected)`` and the negative control ``test(wrong)``.
 
         ``test`` is the acceptance rule decided before the run (e.g. ``fit.contains``: a 99 % interval contains the
@@ -175,9 +214,19 @@ class ClaimCheck:
         if not (math.isfinite(float(expected)) and math.isfinite(float(wrong))) or float(expected) == float(wrong):
             raise ValueError(f"expected and wrong must be distinct finite numbers, got {expected!r}, {wrong!r}")
         label = wrong_label or f"{float(wrong):.4g}"
-        return self.add(claim, refs=refs, source=source, threshold=threshold, paper=paper, measured=measured,
-                        passed=test(float(expected)), control=(label, test(float(wrong))), erratum=erratum,
-                        value=value, interval=interval)
+        return self.add(
+            claim,
+            refs=refs,
+            source=source,
+            threshold=threshold,
+            paper=paper,
+            measured=measured,
+            passed=test(float(expected)),
+            control=(label, test(float(wrong))),
+            erratum=erratum,
+            value=value,
+            interval=interval,
+        )
 
     # ---------------------------------------------------------------------------------------- verdicts
     @property
@@ -191,28 +240,42 @@ class ClaimCheck:
         """The failed claims with their measurements, one per line (the chapter's assertion message)."""
         if not self.rows:
             return f"{self.title}: no claims were checked"
-        lines = [f"{self.title}: {r.claim} failed (paper: {r.paper}; measured: {r.measured})"
-                 for r in self.rows if not r.passed]
+        lines = [f"{self.title}: {r.claim} failed (paper: {r.paper}; measured: {r.measured})" for r in self.rows if not r.passed]
         if falsify():
-            lines += [f"{self.title}: negative control of {r.claim!r}: the wrong value {r.control} is "
-                      f"{'accepted (the row cannot fail!)' if r.control_passed else 'rejected'}"
-                      for r in self.rows if r.control is not None]
+            lines += [
+                f"{self.title}: negative control of {r.claim!r}: the wrong value {r.control} is "
+                f"{'accepted (the row cannot fail!)' if r.control_passed else 'rejected'}"
+                for r in self.rows
+                if r.control is not None
+            ]
         return "\n".join(lines)
 
     # ---------------------------------------------------------------------------------------- records
     def records(self) -> list[dict]:
         """One provenance record per row (the fields of ``claims.json``)."""
-        from . import device, scale
         import torch
 
+        from . import device, scale
+
         dev, dt = device.resolve()
-        common = {"chapter": self.chapter or self.title, "title": self.title, "seed_offset": device.seed_offset(),
-                  "scale": scale.current(), "device": str(dev), "dtype": str(dt).replace("torch.", ""),
-                  "torch": torch.__version__, "python": platform.python_version(), "commit": _commit(),
-                  "falsify": falsify(), "wall_s": round(time.perf_counter() - _T0, 1),
-                  "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
-        return [{**common, **asdict(r), "kind": r.kind,
-                 "verdict": ("erratum" if r.erratum else "holds") if r.passed else "fails"} for r in self.rows]
+        common = {
+            "chapter": self.chapter or self.title,
+            "title": self.title,
+            "seed_offset": device.seed_offset(),
+            "scale": scale.current(),
+            "device": str(dev),
+            "dtype": str(dt).replace("torch.", ""),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "commit": _commit(),
+            "falsify": falsify(),
+            "wall_s": round(time.perf_counter() - _T0, 1),
+            "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        }
+        return [
+            {**common, **asdict(r), "kind": r.kind, "verdict": ("erratum" if r.erratum else "holds") if r.passed else "fails"}
+            for r in self.rows
+        ]
 
     def write(self, directory: str | os.PathLike | None = None) -> Path | None:
         """Write the records to ``directory`` (default ``COMPANION_CLAIMS_DIR``; nothing when neither is set)."""
@@ -223,8 +286,10 @@ class ClaimCheck:
             raise ValueError("ClaimCheck(chapter=...) is needed to write records")
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
-        out = path / f"{self.chapter}.seed{self.records()[0]['seed_offset'] if self.rows else 0}" \
-                     f"{'.falsify' if falsify() else ''}.json"
+        out = (
+            path / f"{self.chapter}.seed{self.records()[0]['seed_offset'] if self.rows else 0}"
+            f"{'.falsify' if falsify() else ''}.json"
+        )
         out.write_text(json.dumps(self.records(), indent=1, ensure_ascii=False))
         return out
 
@@ -252,11 +317,16 @@ class ClaimCheck:
                 out += f"<br><small>control {html.escape(r.control)}: {verdict}</small>"
             return out
 
-        body = "".join(f"<tr><td>{html.escape(r.claim)}</td><td>{paper_cell(r)}</td><td>{html.escape(r.threshold)}</td>"
-                       f"<td>{measured_cell(r)}</td><td>{mark(r)}</td></tr>" for r in self.rows)
+        body = "".join(
+            f"<tr><td>{html.escape(r.claim)}</td><td>{paper_cell(r)}</td><td>{html.escape(r.threshold)}</td>"
+            f"<td>{measured_cell(r)}</td><td>{mark(r)}</td></tr>"
+            for r in self.rows
+        )
         data = json.dumps(self.records(), ensure_ascii=False).replace("</", "<\\/")
-        return (f"<table class='claim-check'><caption>Claim check: {html.escape(self.title)}</caption>{head}{body}"
-                f"</table><script type='application/json' class='companion-claims'>{data}</script>")
+        return (
+            f"<table class='claim-check'><caption>Claim check: {html.escape(self.title)}</caption>{head}{body}"
+            f"</table><script type='application/json' class='companion-claims'>{data}</script>"
+        )
 
     def __str__(self) -> str:
         falsified = falsify()
@@ -265,8 +335,9 @@ class ClaimCheck:
             tag = "PASS" if r.verdict(falsified) else "FAIL"
             extra = f" | control {r.control}: {'accepted' if r.control_passed else 'rejected'}" if r.control else ""
             err = f" | erratum of: {r.erratum}" if r.erratum else ""
-            lines.append(f"  [{tag}] {r.claim} | paper: {r.paper} | threshold: {r.threshold} | "
-                         f"measured: {r.measured}{extra}{err}")
+            lines.append(
+                f"  [{tag}] {r.claim} | paper: {r.paper} | threshold: {r.threshold} | measured: {r.measured}{extra}{err}"
+            )
         return "\n".join(lines)
 
     def report(self) -> None:
@@ -276,6 +347,7 @@ class ClaimCheck:
         try:
             from IPython import get_ipython
             from IPython.display import display
+
             if get_ipython() is not None:
                 display(self)
             else:

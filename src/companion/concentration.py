@@ -19,12 +19,12 @@ with jumps, and gradient methods do not apply. We estimate ``δ*`` **from below*
   across a few hyperplanes — to a nearby sign pattern — where the deviation can jump up; no derivative is used;
 * :func:`random_search` is the baseline with the same number of evaluations, all uniformly random.
 """
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
-
 import torch
 from torch import Tensor
 
@@ -56,12 +56,12 @@ def empirical_gate_moment(X: Tensor, u: Tensor, w: Tensor) -> Tensor:
     Chapter 12). ``X``: ``(n, d)``; ``u, w``: ``(B, d)`` → ``(B, d, d)``. Computed in chunks of pairs."""
     _check_pairs(X, u, w)
     n, d = X.shape
-    gates = ((X @ u.T) >= 0) & ((X @ w.T) >= 0)                     # (n, B)
+    gates = ((X @ u.T) >= 0) & ((X @ w.T) >= 0)  # (n, B)
     out = []
     step = _chunk(n, d, u.shape[0])
     for s in range(0, u.shape[0], step):
-        g = gates[:, s:s + step].T.to(X.dtype)                      # (b, n)
-        Xg = g.unsqueeze(-1) * X                                    # (b, n, d)
+        g = gates[:, s : s + step].T.to(X.dtype)  # (b, n)
+        Xg = g.unsqueeze(-1) * X  # (b, n, d)
         out.append(Xg.transpose(1, 2) @ X / n)
     return torch.cat(out, 0)
 
@@ -74,7 +74,9 @@ def deviation(X: Tensor, u: Tensor, w: Tensor) -> Tensor:
     out = []
     step = _chunk(n, d, u.shape[0])
     for s in range(0, u.shape[0], step):
-        diff = empirical_gate_moment(X, u[s:s + step], w[s:s + step]) - population.gate_second_moment(u[s:s + step], w[s:s + step])
+        diff = empirical_gate_moment(X, u[s : s + step], w[s : s + step]) - population.gate_second_moment(
+            u[s : s + step], w[s : s + step]
+        )
         out.append(_sym_opnorm(diff))
     return torch.cat(out, 0)
 
@@ -89,7 +91,9 @@ def _sym_opnorm(A: Tensor) -> Tensor:
     return torch.linalg.eigvalsh(A).abs().amax(-1)
 
 
-def random_pairs(B: int, d: int, *, generator: torch.Generator | None = None, like: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def random_pairs(
+    B: int, d: int, *, generator: torch.Generator | None = None, like: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
     """``B`` pairs ``(u, w)`` uniform on the sphere pair, each ``(B, d)`` (Chapter 12)."""
     validation.positive_int("B", B)
     validation.positive_int("d", d)
@@ -106,8 +110,17 @@ def random_search(X: Tensor, evaluations: int, *, generator: torch.Generator | N
     return torch.cummax(deviation(X, u, w), 0).values
 
 
-def search_sup(X: Tensor, *, initial: int = 256, chains: int = 8, proposals: int = 8, rounds: int = 20,
-               step: float = 0.3, generator: torch.Generator | None = None, extra_pairs: tuple[Tensor, Tensor] | None = None) -> dict:
+def search_sup(
+    X: Tensor,
+    *,
+    initial: int = 256,
+    chains: int = 8,
+    proposals: int = 8,
+    rounds: int = 20,
+    step: float = 0.3,
+    generator: torch.Generator | None = None,
+    extra_pairs: tuple[Tensor, Tensor] | None = None,
+) -> dict:
     """Lower bound on ``δ* = sup ‖M̂ − M‖_op`` by random start + accept-if-better local search (see module
     docstring; Theorem 10, Chapter 12).
 
@@ -163,6 +176,7 @@ def gradient_gap_ratio(W: Tensor, v: Tensor, X: Tensor, a: Tensor) -> dict:
     "gap": (E, 2), "error": (E,)}``. Lemma 11 says ``ratio ≤ δ`` with ``δ`` from Theorem 10.
     """
     from . import relunet
+
     validation.same_device(W=W, v=v, X=X, a=a)
     validation.tensor("W", W, ndim=3)
     validation.tensor("v", v, ndim=2)
@@ -193,11 +207,11 @@ def path_deviation(W: Tensor, v: Tensor, X: Tensor, a: Tensor, points: int = 33)
     validation.same_device(W=W, v=v, X=X, a=a)
     E, _, d = W.shape
     if X.ndim == 3:
-        return torch.cat([path_deviation(W[e:e + 1], v[e:e + 1], X[e], a, points) for e in range(E)])
+        return torch.cat([path_deviation(W[e : e + 1], v[e : e + 1], X[e], a, points) for e in range(E)])
     t = torch.linspace(0, 1, points, dtype=W.dtype, device=W.device).view(1, -1, 1)
     h1 = (v[:, 0:1] * W[:, 0] - a).unsqueeze(1)
     h2 = (v[:, 1:2].abs() * W[:, 1] + a).unsqueeze(1)
-    p1 = a + t * h1                                                     # (E, T, d)
+    p1 = a + t * h1  # (E, T, d)
     p2 = -a + t * h2
     out = []
     for i in range(2):
@@ -234,8 +248,8 @@ def sqrt_law_fit(ratios, deviations, confidence: float = 0.99):
         raise ValueError("ratios must be positive and deviations finite")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    A = np.stack([rho ** -0.5, 1 / rho], 1)                              # (K, 2)
-    coef = np.linalg.lstsq(A, Y, rcond=None)[0]                          # (2, E)
+    A = np.stack([rho**-0.5, 1 / rho], 1)  # (K, 2)
+    coef = np.linalg.lstsq(A, Y, rcond=None)[0]  # (2, E)
     E = Y.shape[1]
     q = float(sst.t.ppf(0.5 + confidence / 2, df=E - 1))
     out = []

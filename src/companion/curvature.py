@@ -18,11 +18,12 @@ Generic over the model: a *loss function* here maps a batch of flat parameter ve
 
 Validated in float64 against the dense Hessian to ``rtol = 1e-8`` (``tests/test_curvature.py``).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -41,8 +42,9 @@ def _check_theta(theta: Tensor) -> Tensor:
 def _loss_values(loss_fn: LossFn, theta: Tensor) -> Tensor:
     out = loss_fn(theta)
     if not isinstance(out, Tensor) or out.shape != theta.shape[:1]:
-        raise ValueError(f"loss_fn must map theta (E, P) to a loss of shape (E,) = ({theta.shape[0]},), "
-                         f"got {getattr(out, 'shape', type(out))}")
+        raise ValueError(
+            f"loss_fn must map theta (E, P) to a loss of shape (E,) = ({theta.shape[0]},), got {getattr(out, 'shape', type(out))}"
+        )
     return out
 
 
@@ -76,7 +78,7 @@ def unflatten(theta: Tensor, shapes: Sequence[Sequence[int]] | dict) -> list[Ten
         raise ValueError(f"theta must be (E, {sum(sizes)}) for shapes {list(map(tuple, shapes))}, got {tuple(theta.shape)}")
     out, i = [], 0
     for s, n in zip(shapes, sizes):
-        out.append(theta[:, i:i + n].reshape(theta.shape[0], *s))
+        out.append(theta[:, i : i + n].reshape(theta.shape[0], *s))
         i += n
     return out if names is None else dict(zip(names, out))
 
@@ -113,8 +115,9 @@ def hessian(loss_fn: LossFn, theta: Tensor) -> Tensor:
     """
     _check_theta(theta)
     E, P = theta.shape
-    cols = [hvp(loss_fn, theta, torch.zeros_like(theta).index_fill_(1, torch.tensor([k], device=theta.device), 1.0))
-            for k in range(P)]
+    cols = [
+        hvp(loss_fn, theta, torch.zeros_like(theta).index_fill_(1, torch.tensor([k], device=theta.device), 1.0)) for k in range(P)
+    ]
     H = torch.stack(cols, dim=2)
     return 0.5 * (H + H.transpose(1, 2))
 
@@ -147,9 +150,20 @@ def _project_out(w: Tensor, vecs: Sequence[Tensor]) -> Tensor:
     return w
 
 
-def lanczos(matvec: Callable[[Tensor], Tensor], E: int, P: int, steps: int, *, generator: torch.Generator | None = None,
-            device=None, dtype=torch.float64, v0: Tensor | None = None, reorthogonalize: bool = True,
-            history: bool = False, vector: bool = False):
+def lanczos(
+    matvec: Callable[[Tensor], Tensor],
+    E: int,
+    P: int,
+    steps: int,
+    *,
+    generator: torch.Generator | None = None,
+    device=None,
+    dtype=torch.float64,
+    v0: Tensor | None = None,
+    reorthogonalize: bool = True,
+    history: bool = False,
+    vector: bool = False,
+):
     """Batched Lanczos on ``E`` symmetric ``P×P`` operators at once (the package's one Lanczos iteration).
 
     ``matvec``: ``(E, P) -> (E, P)``, member ``e``'s operator applied to row ``e``. Runs ``k = min(steps, P)``
@@ -232,7 +246,7 @@ def lanczos(matvec: Callable[[Tensor], Tensor], E: int, P: int, steps: int, *, g
     y = None
     if vector:
         idx = torch.where(ev[:, -1].abs() >= ev[:, 0].abs(), k - 1, 0)
-        coef = vecs[torch.arange(E, device=vecs.device), :, idx]                  # (E, k)
+        coef = vecs[torch.arange(E, device=vecs.device), :, idx]  # (E, k)
         if Q is not None:
             y = torch.einsum("ej,ejp->ep", coef, Q)
         else:
@@ -255,7 +269,7 @@ def _lanczos_rebuild(matvec, q: Tensor, alphas: Tensor, betas: Tensor, coef: Ten
             dead, r = restarts[j]
             nxt = torch.where(dead[:, None], r, nxt)
         q_prev, q = q, nxt
-        y = y + coef[:, j + 1:j + 2] * q
+        y = y + coef[:, j + 1 : j + 2] * q
     return y
 
 
@@ -266,7 +280,7 @@ def extreme_eigenvalues(loss_fn: LossFn, theta: Tensor, steps: int = 60, *, seed
     """
     _check_theta(theta)
     E, P = theta.shape
-    gen = torch.Generator().manual_seed(seed)          # CPU: the same start vectors on every device
+    gen = torch.Generator().manual_seed(seed)  # CPU: the same start vectors on every device
     ritz = lanczos(lambda v: hvp(loss_fn, theta, v), E, P, steps, generator=gen, device=theta.device, dtype=theta.dtype)
     return ritz[:, 0], ritz[:, -1]
 
@@ -289,7 +303,8 @@ def eigsh(loss_fn: LossFn, theta: Tensor, which: str = "LA", k: int = 1, tol: fl
     ``which`` as in scipy (``'LA'`` largest algebraic, ``'SA'`` smallest, ``'LM'`` largest magnitude).
     Returns ``(E, k)`` eigenvalues in scipy's order (ascending). Chapter 2 (validation of :func:`lanczos`).
     """
-    from scipy.sparse.linalg import LinearOperator, eigsh as _eigsh
+    from scipy.sparse.linalg import LinearOperator
+    from scipy.sparse.linalg import eigsh as _eigsh
 
     _check_theta(theta)
     E, P = theta.shape
@@ -297,7 +312,7 @@ def eigsh(loss_fn: LossFn, theta: Tensor, which: str = "LA", k: int = 1, tol: fl
         raise ValueError(f"eigsh needs 1 <= k < P = {P}, got k = {k}")
     out = []
     for e in range(E):
-        member = theta[e:e + 1]
+        member = theta[e : e + 1]
 
         def mv(x, member=member):
             v = torch.as_tensor(np.asarray(x).reshape(1, P), dtype=theta.dtype, device=theta.device)
@@ -311,7 +326,9 @@ def eigsh(loss_fn: LossFn, theta: Tensor, which: str = "LA", k: int = 1, tol: fl
 
 def loss_fn_member(loss_fn: LossFn, theta: Tensor, e: int) -> LossFn:
     """Member ``e``'s loss as a function of a single flat vector ``(1, P) -> (1,)`` (the other members fixed at ``theta``)."""
+
     def f(th: Tensor) -> Tensor:
-        full = torch.cat([theta[:e].detach(), th, theta[e + 1:].detach()], dim=0)
-        return loss_fn(full)[e:e + 1]
+        full = torch.cat([theta[:e].detach(), th, theta[e + 1 :].detach()], dim=0)
+        return loss_fn(full)[e : e + 1]
+
     return f

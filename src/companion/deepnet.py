@@ -9,16 +9,18 @@ Loss (paper A §3): ``𝓛(W) = (1/n) Σ_i J_i(F(x_i; W))`` with ``J_i(u) = (u �
 
 Shapes: data ``X`` is ``(n, d)`` (shared by all members) or ``(E, n, d)``; targets ``y`` are ``(n,)`` or ``(E, n)``.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
 from . import activations, validation
 from .device import rand, randn, resolve
+
 
 def _same_device_only(**tensors: Tensor) -> None:
     """Devices first (before any value check, which would touch the data): ``ValueError`` naming both."""
@@ -45,8 +47,9 @@ def check_params(params: Sequence[Tensor]) -> list[Tensor]:
         if out[ell].shape[0] != E:
             raise ValueError(f"ensemble sizes differ: w_1 has E={E} but w_{ell + 1} has E={out[ell].shape[0]}")
         if out[ell].shape[2] != out[ell - 1].shape[1]:
-            raise ValueError(f"w_{ell + 1} has {out[ell].shape[2]} input columns but w_{ell} has "
-                             f"{out[ell - 1].shape[1]} output rows")
+            raise ValueError(
+                f"w_{ell + 1} has {out[ell].shape[2]} input columns but w_{ell} has {out[ell - 1].shape[1]} output rows"
+            )
     if out[-1].shape[1] != 1:
         raise ValueError(f"the last layer must have one output (d_L = 1), got d_L = {out[-1].shape[1]}")
     validation.same_device(**{f"w_{i + 1}": w for i, w in enumerate(out)})
@@ -77,8 +80,9 @@ def widths_of(params: Sequence[Tensor]) -> list[int]:
     return [params[0].shape[2]] + [w.shape[1] for w in params]
 
 
-def init_params(widths: Sequence[int], ensemble: int, scale: float = 1.0, *, generator: torch.Generator | None = None,
-                device=None, dtype=None) -> list[Tensor]:
+def init_params(
+    widths: Sequence[int], ensemble: int, scale: float = 1.0, *, generator: torch.Generator | None = None, device=None, dtype=None
+) -> list[Tensor]:
     """Gaussian initialisation ``w_ℓ ~ N(0, scale² / d_{ℓ-1})`` entrywise, for ``ensemble`` independent members.
 
     ``widths = [d_0, …, d_L]`` with ``d_L = 1``. Returns ``L`` tensors ``(E, d_ℓ, d_{ℓ-1})``.
@@ -92,13 +96,13 @@ def init_params(widths: Sequence[int], ensemble: int, scale: float = 1.0, *, gen
         raise ValueError(f"paper A's network has one output: d_L must be 1, got {widths[-1]}")
     validation.nonnegative("scale", scale)
     dev, dt = resolve(device, dtype)
-    return [scale / math.sqrt(widths[l - 1]) *
-            randn((ensemble, widths[l], widths[l - 1]), generator=generator, device=dev, dtype=dt)
-            for l in range(1, len(widths))]
+    return [
+        scale / math.sqrt(widths[l - 1]) * randn((ensemble, widths[l], widths[l - 1]), generator=generator, device=dev, dtype=dt)
+        for l in range(1, len(widths))
+    ]
 
 
-def ball_data(n: int, d: int, *, c_x: float = 1.0, generator: torch.Generator | None = None,
-              device=None, dtype=None) -> Tensor:
+def ball_data(n: int, d: int, *, c_x: float = 1.0, generator: torch.Generator | None = None, device=None, dtype=None) -> Tensor:
     """``n`` inputs uniform in the ball ``‖x‖ ≤ c_x √d`` (Assumption 3.2), shape ``(n, d)``."""
     validation.positive_int("n", n)
     validation.positive_int("d", d)
@@ -177,15 +181,16 @@ def output_gradient(params: Sequence[Tensor], X: Tensor, act) -> list[Tensor]:
     return [delta.unsqueeze(-1) * h.unsqueeze(-2) for delta, h in zip(deltas, hs[:-1])]
 
 
-def _loss_and_gradient_unchecked(params: Sequence[Tensor], X: Tensor, y: Tensor,
-                                 sigma: activations.Activation) -> tuple[Tensor, list[Tensor]]:
+def _loss_and_gradient_unchecked(
+    params: Sequence[Tensor], X: Tensor, y: Tensor, sigma: activations.Activation
+) -> tuple[Tensor, list[Tensor]]:
     zs, hs = _forward_unchecked(params, X, sigma)
-    residual = hs[-1][..., 0] - y                                  # (E, n)
+    residual = hs[-1][..., 0] - y  # (E, n)
     n = residual.shape[-1]
     deltas = backward_deltas(params, zs, sigma)
-    coef = (2.0 / n) * residual.unsqueeze(-1)                      # J_i'(F_i)/n, (E, n, 1)
+    coef = (2.0 / n) * residual.unsqueeze(-1)  # J_i'(F_i)/n, (E, n, 1)
     grads = [torch.matmul((coef * delta).transpose(1, 2), h) for delta, h in zip(deltas, hs[:-1])]
-    return (residual ** 2).mean(dim=-1), grads
+    return (residual**2).mean(dim=-1), grads
 
 
 def loss_and_gradient(params: Sequence[Tensor], X: Tensor, y: Tensor, act) -> tuple[Tensor, list[Tensor]]:
@@ -265,13 +270,13 @@ def gradient_relative_error(params: Sequence[Tensor], X: Tensor, y: Tensor, act)
     _, g_exp = loss_and_gradient(params, X, y, act)
     _, g_ref = loss_and_gradient_autograd(params, X, y, act)
     num = torch.sqrt(sum(((a - b) ** 2).flatten(1).sum(1) for a, b in zip(g_exp, g_ref)))
-    den = torch.sqrt(sum((b ** 2).flatten(1).sum(1) for b in g_ref))
+    den = torch.sqrt(sum((b**2).flatten(1).sum(1) for b in g_ref))
     return num / den
 
 
 def norm(params: Sequence[Tensor]) -> Tensor:
     """``‖W‖_F = (Σ_ℓ ‖w_ℓ‖_F²)^{1/2}`` per member, shape ``(E,)``."""
-    return torch.sqrt(sum((w ** 2).sum(dim=(1, 2)) for w in params))
+    return torch.sqrt(sum((w**2).sum(dim=(1, 2)) for w in params))
 
 
 def blockdiag(params: Sequence[Tensor]) -> Tensor:

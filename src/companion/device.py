@@ -25,11 +25,12 @@ device.
 
 Chapter 1 explains the policy; every chapter prints :func:`describe`.
 """
+
 from __future__ import annotations
 
 import math
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -37,8 +38,23 @@ from torch import Tensor
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
 _policy: dict[str, object] = {"device": None, "dtype": None}
 
-__all__ = ["get_device", "get_dtype", "set_policy", "resolve", "seed_offset", "generator", "numpy_rng", "require_float64", "randn", "rand",
-           "uniform", "log_uniform", "randint", "randperm", "describe"]
+__all__ = [
+    "get_device",
+    "get_dtype",
+    "set_policy",
+    "resolve",
+    "seed_offset",
+    "generator",
+    "numpy_rng",
+    "require_float64",
+    "randn",
+    "rand",
+    "uniform",
+    "log_uniform",
+    "randint",
+    "randperm",
+    "describe",
+]
 
 
 def _parse_dtype(value: str | torch.dtype) -> torch.dtype:
@@ -74,11 +90,12 @@ def set_policy(device: str | torch.device | None = None, dtype: str | torch.dtyp
     _policy["dtype"] = None if dtype is None else _parse_dtype(dtype)
 
 
-def resolve(device: str | torch.device | None = None, dtype: torch.dtype | str | None = None
-            ) -> tuple[torch.device, torch.dtype]:
+def resolve(device: str | torch.device | None = None, dtype: torch.dtype | str | None = None) -> tuple[torch.device, torch.dtype]:
     """Explicit arguments win; ``None`` falls back to the policy."""
-    return (torch.device(device) if device is not None else get_device(),
-            _parse_dtype(dtype) if dtype is not None else get_dtype())
+    return (
+        torch.device(device) if device is not None else get_device(),
+        _parse_dtype(dtype) if dtype is not None else get_dtype(),
+    )
 
 
 def seed_offset() -> int:
@@ -151,24 +168,25 @@ def rand(shape: Sequence[int] | int, *, generator: torch.Generator | None, devic
     return torch.rand(_shape(shape), generator=generator, dtype=dt).to(dev)
 
 
-def uniform(shape: Sequence[int] | int, low: float, high: float, *, generator: torch.Generator | None,
-            device=None, dtype=None) -> Tensor:
+def uniform(
+    shape: Sequence[int] | int, low: float, high: float, *, generator: torch.Generator | None, device=None, dtype=None
+) -> Tensor:
     """Uniform draws on ``[low, high)`` of ``shape`` (CPU draw, then moved)."""
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise ValueError(f"need finite low < high, got [{low}, {high})")
     return low + (high - low) * rand(shape, generator=generator, device=device, dtype=dtype)
 
 
-def log_uniform(shape: Sequence[int] | int, low: float, high: float, *, generator: torch.Generator | None,
-                device=None, dtype=None) -> Tensor:
+def log_uniform(
+    shape: Sequence[int] | int, low: float, high: float, *, generator: torch.Generator | None, device=None, dtype=None
+) -> Tensor:
     """Draws whose logarithm is uniform on ``[log low, log high)`` (scales spread over decades)."""
     if not (0 < low < high < math.inf):
         raise ValueError(f"need 0 < low < high < inf, got [{low}, {high})")
     return torch.exp(uniform(shape, math.log(low), math.log(high), generator=generator, device=device, dtype=dtype))
 
 
-def randint(low: int, high: int, shape: Sequence[int] | int, *, generator: torch.Generator | None,
-            device=None) -> Tensor:
+def randint(low: int, high: int, shape: Sequence[int] | int, *, generator: torch.Generator | None, device=None) -> Tensor:
     """Integers uniform on ``[low, high)`` (int64) of ``shape`` (CPU draw, then moved)."""
     _check_generator(generator)
     if not high > low:

@@ -11,9 +11,10 @@ The eager CPU formulation stays the default everywhere (it is faster there: ``be
 this module is opt-in, e.g. ``gd.run(fused.make_loss_and_grad(X, y), [W, v], ...)``. The compiled closure is
 CUDA-graph safe, so :func:`companion.gd.run` captures it like the eager one.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -35,7 +36,7 @@ def paper_b_loss_and_grad(W: Tensor, v: Tensor, X: Tensor, y: Tensor) -> tuple[T
     E, k, d = W.shape
     n = X.shape[0]
     Z = torch.mm(W.reshape(E * k, d), X.T).view(E, k, n)
-    R = (v.unsqueeze(-1) * torch.relu(Z)).sum(1) - y                                   # (E, n)
+    R = (v.unsqueeze(-1) * torch.relu(Z)).sum(1) - y  # (E, n)
     loss = 0.5 * (R * R).sum(1) / n
     S = torch.where(Z > 0, R.unsqueeze(1), torch.zeros((), dtype=Z.dtype, device=Z.device))
     M = torch.mm(S.view(E * k, n), X).view(E, k, d) / n

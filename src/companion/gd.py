@@ -14,11 +14,12 @@ history is recorded outside the graph. See the ``capture`` argument of :func:`ru
 The engine is model-agnostic: it takes ``loss_and_grad(params) -> (loss (E,), grads)`` where ``grads``
 matches ``params`` (e.g. :func:`companion.deepnet.loss_and_gradient`).
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -48,7 +49,7 @@ def constant(eta: float | Tensor) -> StepRule:
         raise ValueError(f"step size must be a positive finite number, got {eta!r}")
 
     value = None if isinstance(eta, Tensor) else float(eta)
-    converted: dict = {}                     # eta on the loss's device and dtype, converted once (no copy per step)
+    converted: dict = {}  # eta on the loss's device and dtype, converted once (no copy per step)
 
     def rule(params: Params, loss: Tensor, grads: Sequence[Tensor], t: int) -> Tensor:
         if value is not None:
@@ -67,12 +68,12 @@ def constant(eta: float | Tensor) -> StepRule:
 
 def grad_norm_sq(params: Params, loss: Tensor, grads: Sequence[Tensor]) -> Tensor:
     """Observer: ``‖∇𝓛‖²`` per member, shape ``(E,)``."""
-    return sum((g ** 2).flatten(1).sum(dim=1) for g in grads)
+    return sum((g**2).flatten(1).sum(dim=1) for g in grads)
 
 
 def param_norm(params: Params, loss: Tensor, grads: Sequence[Tensor]) -> Tensor:
     """Observer: ``‖W‖_F`` (all parameter tensors together) per member, shape ``(E,)``."""
-    return torch.sqrt(sum((p ** 2).flatten(1).sum(dim=1) for p in params))
+    return torch.sqrt(sum((p**2).flatten(1).sum(dim=1) for p in params))
 
 
 @dataclass
@@ -104,7 +105,7 @@ def finite_rows(x: Tensor) -> Tensor:
         return torch.isfinite(x)
     if x[0].numel() == 0:
         return torch.ones(x.shape[0], dtype=torch.bool, device=x.device)
-    return torch.isfinite(x.mul(0).sum(dim=tuple(range(1, x.ndim))))      # no copy for a strided x
+    return torch.isfinite(x.mul(0).sum(dim=tuple(range(1, x.ndim))))  # no copy for a strided x
 
 
 def _progress_enabled(progress: bool | None, work: int) -> bool:
@@ -123,15 +124,26 @@ def _capture_wanted(capture: bool | None, dev: torch.device, rule: StepRule) -> 
     if dev.type != "cuda":
         raise ValueError(f"capture=True needs CUDA tensors; the parameters are on {dev}")
     if not getattr(rule, "capturable", False):
-        raise ValueError("capture=True replays the step-size rule with t frozen at its capture value: mark a rule "
-                         "that ignores t and makes no host conversion with rule.capturable = True "
-                         "(gd.constant is marked)")
+        raise ValueError(
+            "capture=True replays the step-size rule with t frozen at its capture value: mark a rule "
+            "that ignores t and makes no host conversion with rule.capturable = True "
+            "(gd.constant is marked)"
+        )
     return True
 
 
-def run(loss_and_grad: LossAndGrad, params: Sequence[Tensor], steps: int, step_size: StepRule | float | Tensor,
-        *, record_at: Sequence[int] | Tensor | None = None, observers: Mapping[str, Observer] | None = None,
-        progress: bool | None = None, desc: str = "GD", capture: bool | None = None) -> GDResult:
+def run(
+    loss_and_grad: LossAndGrad,
+    params: Sequence[Tensor],
+    steps: int,
+    step_size: StepRule | float | Tensor,
+    *,
+    record_at: Sequence[int] | Tensor | None = None,
+    observers: Mapping[str, Observer] | None = None,
+    progress: bool | None = None,
+    desc: str = "GD",
+    capture: bool | None = None,
+) -> GDResult:
     """Full-batch gradient descent ``θ_{t+1} = θ_t − η_t ∇𝓛(θ_t)`` on an ensemble, for ``steps`` steps (Chapter 1).
 
     ``params``: tensors with leading ensemble axis ``E`` (copied; the inputs are not modified).
@@ -163,7 +175,7 @@ def run(loss_and_grad: LossAndGrad, params: Sequence[Tensor], steps: int, step_s
     dev = params[0].device
     if isinstance(step_size, Tensor):
         validation.tensor("step_size", step_size, ndim=1)
-        step_size = step_size.to(dev)                      # one copy, not one per step
+        step_size = step_size.to(dev)  # one copy, not one per step
     rule = step_size if callable(step_size) else constant(step_size)
     if record_at is None:
         record_at = [0, steps]
@@ -183,7 +195,9 @@ def run(loss_and_grad: LossAndGrad, params: Sequence[Tensor], steps: int, step_s
         for k, v in values.items():
             v = v.detach()
             if k not in history:
-                history[k] = torch.full((rec.numel(), *v.shape), float("nan"), dtype=v.dtype if v.is_floating_point() else torch.float64, device=dev)
+                history[k] = torch.full(
+                    (rec.numel(), *v.shape), float("nan"), dtype=v.dtype if v.is_floating_point() else torch.float64, device=dev
+                )
             mask = alive.view(E, *([1] * (v.ndim - 1)))
             history[k][i] = torch.where(mask, v.to(history[k].dtype), torch.nan)
 
@@ -202,8 +216,8 @@ def run(loss_and_grad: LossAndGrad, params: Sequence[Tensor], steps: int, step_s
 
     def flag(mask: Tensor, t: int | Tensor) -> None:
         if isinstance(t, int):
-            diverged_at.masked_fill_(mask, t)                               # on device: no host sync
-        else:                                                               # t on the device (inside a graph)
+            diverged_at.masked_fill_(mask, t)  # on device: no host sync
+        else:  # t on the device (inside a graph)
             torch.where(mask, t, diverged_at, out=diverged_at)
 
     def update(grads: Sequence[Tensor], eta: Tensor, t: int | Tensor) -> None:
@@ -217,8 +231,8 @@ def run(loss_and_grad: LossAndGrad, params: Sequence[Tensor], steps: int, step_s
         alive.logical_and_(ok)
         for p, new, shape in zip(params, news, views):
             if new.dtype == p.dtype:
-                torch.where(alive.view(shape), new, p, out=p)               # in place, one pass
-            else:                                                           # η of a wider dtype than θ
+                torch.where(alive.view(shape), new, p, out=p)  # in place, one pass
+            else:  # η of a wider dtype than θ
                 p.copy_(torch.where(alive.view(shape), new, p))
 
     bar = tqdm(total=steps, desc=desc, disable=not _progress_enabled(progress, steps * E), leave=False)
@@ -229,9 +243,9 @@ def run(loss_and_grad: LossAndGrad, params: Sequence[Tensor], steps: int, step_s
             try:
                 first = _run_captured(evaluate, update, steps, slot, record, bar, dev)
             except _CaptureFailed as exc:
-                if capture:                                  # asked for explicitly: say why it cannot be done
+                if capture:  # asked for explicitly: say why it cannot be done
                     raise RuntimeError(f"gd.run could not capture the step in a CUDA graph: {exc.__cause__!r}") from exc
-                first, meta["captured"] = exc.first, False   # automatic: continue eagerly from iteration 0
+                first, meta["captured"] = exc.first, False  # automatic: continue eagerly from iteration 0
                 meta["capture_error"] = repr(exc.__cause__)
         if not meta["captured"]:
             for t in range(steps + 1):
@@ -243,8 +257,9 @@ def run(loss_and_grad: LossAndGrad, params: Sequence[Tensor], steps: int, step_s
                 update(grads, eta, t)
                 bar.update(1)
     bar.close()
-    return GDResult(params=params, iterations=rec.to(dev), history=history, diverged=diverged_at >= 0,
-                    diverged_at=diverged_at, meta=meta)
+    return GDResult(
+        params=params, iterations=rec.to(dev), history=history, diverged=diverged_at >= 0, diverged_at=diverged_at, meta=meta
+    )
 
 
 class _CaptureFailed(Exception):
@@ -280,7 +295,7 @@ def _run_captured(evaluate, update, steps: int, slot: dict, record, bar, dev: to
 
     try:
         replay = _CAPTURE(body, dev)
-    except Exception as exc:        # nothing ran: a capture only records kernels; the state is still iteration 0
+    except Exception as exc:  # nothing ran: a capture only records kernels; the state is still iteration 0
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         raise _CaptureFailed((buf_loss, buf_grads, buf_eta)) from exc
@@ -313,7 +328,7 @@ def _cuda_graph(body: Callable[[], None], dev: torch.device) -> Callable[[], Non
     return graph.replay
 
 
-_CAPTURE = _cuda_graph      # tests substitute an eager stand-in (``lambda body, dev: body``) to check the loop on the CPU
+_CAPTURE = _cuda_graph  # tests substitute an eager stand-in (``lambda body, dev: body``) to check the loop on the CPU
 
 
 def log_spaced(steps: int, num: int = 60) -> Tensor:

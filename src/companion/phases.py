@@ -20,6 +20,7 @@ The constants of Appendix C (the lemmas are stated there with these values):
 * Lemma 7 (C.5, phase 2): ``c_4 ≤ π/10``, ``c_7 = 1/4``, ``c_11 = 1/50``: while the output weights grow to
   ``c_7‖a‖``, ``0 < v_i ≤ 2‖a‖``, the angles stay at most ``c_4`` and ``|b_i| ≤ c_11‖a‖``.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,15 +32,15 @@ from torch import Tensor
 
 from . import validation
 
-C6 = 6.0                     #: Lemma 3's drift constant (Appendix C.1)
-C4_LEMMA4 = math.pi / 20     #: Lemma 4's angle constant (Appendix C.2)
-GAMMA_LEMMA4 = 0.25          #: Lemma 4's imbalance constant (Appendix C.2)
-C4_LEMMA5 = math.pi / 10     #: Lemma 5's (and Lemma 7's) angle constant (Appendix C.3, C.5)
-GAMMA_LEMMA5 = 0.5           #: Lemma 5's imbalance constant (Appendix C.3)
-C2 = 2.0                     #: the norm cap ``c_2`` of Lemmas 4-7
-C4_LEMMA6 = math.pi / 4      #: Lemma 6's angle constant (Appendix C.4)
-C7 = 0.25                    #: Lemma 7's growth target ``c_7`` (Appendix C.5)
-C11 = 1 / 50                 #: Lemma 7's imbalance bound ``c_11`` (Appendix C.5)
+C6 = 6.0  #: Lemma 3's drift constant (Appendix C.1)
+C4_LEMMA4 = math.pi / 20  #: Lemma 4's angle constant (Appendix C.2)
+GAMMA_LEMMA4 = 0.25  #: Lemma 4's imbalance constant (Appendix C.2)
+C4_LEMMA5 = math.pi / 10  #: Lemma 5's (and Lemma 7's) angle constant (Appendix C.3, C.5)
+GAMMA_LEMMA5 = 0.5  #: Lemma 5's imbalance constant (Appendix C.3)
+C2 = 2.0  #: the norm cap ``c_2`` of Lemmas 4-7
+C4_LEMMA6 = math.pi / 4  #: Lemma 6's angle constant (Appendix C.4)
+C7 = 0.25  #: Lemma 7's growth target ``c_7`` (Appendix C.5)
+C11 = 1 / 50  #: Lemma 7's imbalance bound ``c_11`` (Appendix C.5)
 
 
 def _arr(x) -> np.ndarray:
@@ -113,10 +114,13 @@ def imbalance_drift(h: dict, iterations, mu, *, error_min: float = 1e-6) -> dict
     db = np.abs(b[nxt] - b[pair])
     e2 = err[pair][..., None] ** 2
     ok = np.broadcast_to(err[pair][..., None] > error_min, db.shape)
-    paper = db / (mu ** 2 * (wn[pair] ** 2 + v[pair] ** 2) * e2)
-    sharp = db / (mu ** 2 * v[pair] ** 2 * e2)
-    return {"paper": float(np.where(ok, paper, 0).max()), "lemma12": float(np.where(ok, sharp, 0).max()),
-            "pairs": int(ok[..., 0].sum())}
+    paper = db / (mu**2 * (wn[pair] ** 2 + v[pair] ** 2) * e2)
+    sharp = db / (mu**2 * v[pair] ** 2 * e2)
+    return {
+        "paper": float(np.where(ok, paper, 0).max()),
+        "lemma12": float(np.where(ok, sharp, 0).max()),
+        "pairs": int(ok[..., 0].sum()),
+    }
 
 
 def phase1_invariants(h: dict, iterations, mu, T1) -> dict:
@@ -188,8 +192,7 @@ def chi2_flip_probability(d) -> np.ndarray:
     from scipy import integrate, stats
 
     d = np.atleast_1d(_arr(d)).astype(float)
-    q = [integrate.quad(lambda r, k=k: stats.norm.sf(r) * stats.chi.pdf(r, k), 0, np.inf, epsabs=0, epsrel=1e-10)[0]
-         for k in d]
+    q = [integrate.quad(lambda r, k=k: stats.norm.sf(r) * stats.chi.pdf(r, k), 0, np.inf, epsabs=0, epsrel=1e-10)[0] for k in d]
     return np.array(q)
 
 
@@ -217,7 +220,7 @@ def gauss_newton_spectrum(W: Tensor, v: Tensor, X: Tensor) -> Tensor:
     validation.tensor("X", X, ndim=2)
     E, k, d = W.shape
     n = X.shape[0]
-    pre = torch.einsum("nd,ekd->enk", X, W)                                  # (E, n, k)
+    pre = torch.einsum("nd,ekd->enk", X, W)  # (E, n, k)
     Jw = (v[:, None, :, None] * (pre > 0).to(X.dtype)[..., None] * X[None, :, None, :]).reshape(E, n, k * d)
     J = torch.cat([Jw, torch.relu(pre)], -1)
     return torch.linalg.eigvalsh(J.transpose(1, 2) @ J / n)

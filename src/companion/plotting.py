@@ -3,6 +3,7 @@
 Figures are drawn on an opaque white background (dark theme shows them as white cards, never black text
 on a dark page), with labelled axes; :func:`use_style` is called by every chapter.
 """
+
 from __future__ import annotations
 
 import sys
@@ -35,6 +36,7 @@ def quiet_artist_reprs() -> bool:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     from matplotlib.text import Text
+
     fmt = shell.display_formatter.ipython_display_formatter
     for cls in (Text, Legend, Line2D, Collection, Patch, AxesImage):  # never Figure: it must still display
         fmt.for_type(cls, _display_nothing)
@@ -45,14 +47,29 @@ def use_style() -> None:
     """Set the book's matplotlib style (opaque white figures, colour-blind-safe palette, grids) and, under IPython,
     :func:`quiet_artist_reprs`."""
     quiet_artist_reprs()
-    mpl.rcParams.update({
-        "figure.facecolor": "white", "axes.facecolor": "white", "savefig.facecolor": "white",
-        "savefig.transparent": False, "figure.dpi": 100, "savefig.dpi": 110,
-        "axes.prop_cycle": mpl.cycler(color=PALETTE), "axes.grid": True, "grid.alpha": 0.3,
-        "axes.spines.top": False, "axes.spines.right": False, "font.size": 10, "axes.titlesize": 10,
-        "legend.frameon": False, "figure.constrained_layout.use": True,
-        "text.color": "black", "axes.labelcolor": "black", "xtick.color": "black", "ytick.color": "black",
-    })
+    mpl.rcParams.update(
+        {
+            "figure.facecolor": "white",
+            "axes.facecolor": "white",
+            "savefig.facecolor": "white",
+            "savefig.transparent": False,
+            "figure.dpi": 100,
+            "savefig.dpi": 110,
+            "axes.prop_cycle": mpl.cycler(color=PALETTE),
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "font.size": 10,
+            "axes.titlesize": 10,
+            "legend.frameon": False,
+            "figure.constrained_layout.use": True,
+            "text.color": "black",
+            "axes.labelcolor": "black",
+            "xtick.color": "black",
+            "ytick.color": "black",
+        }
+    )
 
 
 def subplots(nrows: int = 1, ncols: int = 1, *, width: float = 4.0, height: float = 3.2, **kw):

@@ -19,6 +19,7 @@ member, ``X (E, n, d)`` and ``Y (E, n)``/``(E, n, r)``. The engine's parameter l
 The gradients are explicit (ReLU mask reused in the backward pass, two GEMMs per step for shared data);
 :func:`loss_and_grad_autograd` is the reference they are tested against.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,8 +56,16 @@ def orthonormal_rows(r: int, d: int, *, generator: torch.Generator | None = None
     return q.T.contiguous()
 
 
-def gaussian_data(n: int, d: int, target: Tensor, *, ensemble: int | None = None,
-                  generator: torch.Generator | None = None, device=None, dtype=None) -> tuple[Tensor, Tensor]:
+def gaussian_data(
+    n: int,
+    d: int,
+    target: Tensor,
+    *,
+    ensemble: int | None = None,
+    generator: torch.Generator | None = None,
+    device=None,
+    dtype=None,
+) -> tuple[Tensor, Tensor]:
     """``n`` samples ``x ~ N(0, I_d)`` with targets ``y = A x`` (paper B, Section 1.2; Chapters 8-11).
 
     ``target``: ``a (d,)`` (single output, ``y (…, n)``) or ``A (r, d)`` (``y (…, n, r)``).
@@ -77,8 +86,17 @@ def gaussian_data(n: int, d: int, target: Tensor, *, ensemble: int | None = None
 
 
 # ----------------------------------------------------------------------------------------------- init
-def xavier_init(k: int, d: int, ensemble: int, sigma: float, *, r: int | None = None,
-                generator: torch.Generator | None = None, device=None, dtype=None) -> tuple[Tensor, Tensor]:
+def xavier_init(
+    k: int,
+    d: int,
+    ensemble: int,
+    sigma: float,
+    *,
+    r: int | None = None,
+    generator: torch.Generator | None = None,
+    device=None,
+    dtype=None,
+) -> tuple[Tensor, Tensor]:
     """PyTorch's Xavier-normal initialisation times ``σ`` (paper B, Section 4; Chapters 9-11).
 
     ``W_ij ~ N(0, σ² · 2/(k + d))``; the output layer ``nn.Linear(k, r)`` gets ``N(0, σ² · 2/(r + k))``
@@ -97,8 +115,9 @@ def xavier_init(k: int, d: int, ensemble: int, sigma: float, *, r: int | None = 
     return W, V
 
 
-def gaussian_init(k: int, d: int, ensemble: int, sigma: float, *, generator: torch.Generator | None = None,
-                  device=None, dtype=None) -> tuple[Tensor, Tensor]:
+def gaussian_init(
+    k: int, d: int, ensemble: int, sigma: float, *, generator: torch.Generator | None = None, device=None, dtype=None
+) -> tuple[Tensor, Tensor]:
     """``w_i ~ N(0, σ²/d I_d)``, ``v_i ~ N(0, σ²/k)`` (Section 3's remark on large k; Chapter 9's k sweep).
 
     Returns ``W (E, k, d)``, ``v (E, k)``.
@@ -113,8 +132,16 @@ def gaussian_init(k: int, d: int, ensemble: int, sigma: float, *, generator: tor
     return W, v
 
 
-def theorem2_init(d: int, ensemble: int, sigma: float, *, signs: Sequence[float] = (1.0, -1.0),
-                  generator: torch.Generator | None = None, device=None, dtype=None) -> tuple[Tensor, Tensor]:
+def theorem2_init(
+    d: int,
+    ensemble: int,
+    sigma: float,
+    *,
+    signs: Sequence[float] = (1.0, -1.0),
+    generator: torch.Generator | None = None,
+    device=None,
+    dtype=None,
+) -> tuple[Tensor, Tensor]:
     """Theorem 2's initialisation (paper B, Section 3; Chapters 8-10).
 
     ``w_i ~ N(0, σ²/d I_d)`` and ``v_i = s_i (σ/√d) ξ_i`` with ``ξ_i² ~ χ²_d`` (``ξ_i`` the norm of an
@@ -131,7 +158,7 @@ def theorem2_init(d: int, ensemble: int, sigma: float, *, signs: Sequence[float]
     k = len(s)
     dev, dt = resolve(device, dtype)
     W = sigma / math.sqrt(d) * randn((ensemble, k, d), generator=generator, device=dev, dtype=dt)
-    xi = randn((ensemble, k, d), generator=generator, device=dev, dtype=dt).norm(dim=-1)   # ξ² ~ χ²_d
+    xi = randn((ensemble, k, d), generator=generator, device=dev, dtype=dt).norm(dim=-1)  # ξ² ~ χ²_d
     v = torch.tensor(s, device=dev, dtype=dt) * (sigma / math.sqrt(d)) * xi
     return W, v
 
@@ -143,8 +170,9 @@ def _check(W: Tensor, V: Tensor, X: Tensor, Y: Tensor | None = None) -> None:
     validation.tensor("v", V, ndim=(2, 3), finite=False)
     E, k, d = W.shape
     if V.shape[:2] != (E, k):
-        raise ValueError(f"output weights have shape {tuple(V.shape)}, expected ({E}, {k}) or ({E}, {k}, r) "
-                         f"for W {tuple(W.shape)}")
+        raise ValueError(
+            f"output weights have shape {tuple(V.shape)}, expected ({E}, {k}) or ({E}, {k}, r) for W {tuple(W.shape)}"
+        )
     validation.tensor("X", X, ndim=(2, 3))
     if X.shape[-1] != d:
         raise ValueError(f"X has {X.shape[-1]} features but W expects d = {d}")
@@ -157,8 +185,10 @@ def _check(W: Tensor, V: Tensor, X: Tensor, Y: Tensor | None = None) -> None:
         got = tuple(Y.shape[1:]) if Y.ndim == len(want) + 1 else tuple(Y.shape)
         per_member_y = Y.ndim == len(want) + 1
         if got != want or per_member_y != (X.ndim == 3) or (per_member_y and Y.shape[0] != E):
-            raise ValueError(f"Y has shape {tuple(Y.shape)}; expected {want} (shared data) or ({E}, *{want}) "
-                             f"with per-member X, for X {tuple(X.shape)} and output weights {tuple(V.shape)}")
+            raise ValueError(
+                f"Y has shape {tuple(Y.shape)}; expected {want} (shared data) or ({E}, *{want}) "
+                f"with per-member X, for X {tuple(X.shape)} and output weights {tuple(V.shape)}"
+            )
 
 
 def _forward(W: Tensor, V: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
@@ -171,7 +201,7 @@ def _forward(W: Tensor, V: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
     """
     E, k, d = W.shape
     if X.ndim == 2:
-        Wk = W.transpose(0, 1).reshape(k * E, d)                                 # neuron-major copy, (k·E, d)
+        Wk = W.transpose(0, 1).reshape(k * E, d)  # neuron-major copy, (k·E, d)
         H = torch.mm(X, Wk.T).view(X.shape[0], k, E).clamp_min_(0)
         if V.ndim == 2:
             VT = V.T
@@ -181,7 +211,7 @@ def _forward(W: Tensor, V: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
         else:
             P = torch.einsum("nke,ekr->ner", H, V)
     else:
-        H = torch.bmm(X, W.transpose(1, 2)).clamp_min_(0)                       # (E, n, k)
+        H = torch.bmm(X, W.transpose(1, 2)).clamp_min_(0)  # (E, n, k)
         P = torch.bmm(H, V.unsqueeze(-1)).squeeze(-1) if V.ndim == 2 else torch.bmm(H, V)
     return H, P
 
@@ -199,8 +229,9 @@ def loss(W: Tensor, V: Tensor, X: Tensor, Y: Tensor) -> Tensor:
     return loss_and_grad(W, V, X, Y, need_grad=False)[0]
 
 
-def loss_and_grad(W: Tensor, V: Tensor, X: Tensor, Y: Tensor, *, train_v: bool = True,
-                  need_grad: bool = True) -> tuple[Tensor, Tensor | None, Tensor | None]:
+def loss_and_grad(
+    W: Tensor, V: Tensor, X: Tensor, Y: Tensor, *, train_v: bool = True, need_grad: bool = True
+) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """Empirical loss and its explicit gradients (paper B, eq. (1); Chapters 8-11). No shape or value checks
     (this is the hot path; :func:`make_loss_and_grad` validates once).
 
@@ -222,13 +253,13 @@ def loss_and_grad(W: Tensor, V: Tensor, X: Tensor, Y: Tensor, *, train_v: bool =
         # The fast path (shared data, one output; benchmarks/README.md): member-major layout (E, k, n), the
         # forward GEMM Z = W Xᵀ with the ReLU in place, prediction and residual in one baddbmm, the mask
         # applied in place as sign(ReLU(Z))·R, and the backward GEMM Mᵀ = Xᵀ Sᵀ.
-        A = torch.mm(W.reshape(E * k, d), X.T).view(E, k, n).clamp_min_(0)            # ReLU(Z), (E, k, n)
-        R = torch.baddbmm(Y.neg().view(1, 1, n), V.reshape(E, 1, k), A)               # residuals (E, 1, n)
-        value = torch.bmm(R, R.mT).view(E).div_(2 * n)                                  # Σ_i R_i² per member
+        A = torch.mm(W.reshape(E * k, d), X.T).view(E, k, n).clamp_min_(0)  # ReLU(Z), (E, k, n)
+        R = torch.baddbmm(Y.neg().view(1, 1, n), V.reshape(E, 1, k), A)  # residuals (E, 1, n)
+        value = torch.bmm(R, R.mT).view(E).div_(2 * n)  # Σ_i R_i² per member
         if not need_grad:
             return value, None, None
-        S = A.sign_().mul_(R)                                                          # 1{Z > 0} R, in place
-        M = torch.mm(X.T, S.view(E * k, n).T).T.contiguous().view(E, k, d).div_(n)    # (E, k, d)
+        S = A.sign_().mul_(R)  # 1{Z > 0} R, in place
+        M = torch.mm(X.T, S.view(E * k, n).T).T.contiguous().view(E, k, d).div_(n)  # (E, k, d)
         return value, M * V.unsqueeze(-1), (torch.linalg.vecdot(W, M) if train_v else None)
     H, P = _forward(W, V, X)
     # residual R in the internal layout: (n, E[, r]) for shared data, (E, n[, r]) per member
@@ -240,20 +271,20 @@ def loss_and_grad(W: Tensor, V: Tensor, X: Tensor, Y: Tensor, *, train_v: bool =
     if V.ndim == 2:
         # M (E, k, d): masked residual-weighted data means, one GEMM / bmm
         if shared:
-            G = torch.where(H > 0, R.unsqueeze(1), 0.0)                      # (n, k, E)
+            G = torch.where(H > 0, R.unsqueeze(1), 0.0)  # (n, k, E)
             M = torch.mm(G.view(n, k * E).T, X).view(k, E, d).transpose(0, 1)
         else:
-            G = torch.where(H > 0, R.unsqueeze(-1), 0.0)                     # (E, n, k)
+            G = torch.where(H > 0, R.unsqueeze(-1), 0.0)  # (E, n, k)
             M = torch.bmm(G.transpose(1, 2), X)
         M = M.div_(n) if M.is_contiguous() else M.contiguous().div_(n)
         gW = M * V.unsqueeze(-1)
         gV = (M * W).sum(-1) if train_v else None
         return value, gW, gV
-    if shared:                                          # r outputs, internal layout (n, k, E)
+    if shared:  # r outputs, internal layout (n, k, E)
         G = torch.where(H > 0, torch.einsum("ner,ekr->nke", R, V), 0.0)
         gW = torch.mm(G.view(n, k * E).T, X).view(k, E, d).transpose(0, 1).contiguous().div_(n)
         gV = torch.einsum("nke,ner->ekr", H, R).div_(n) if train_v else None
-    else:                                               # r outputs, internal layout (E, n, k)
+    else:  # r outputs, internal layout (E, n, k)
         G = torch.where(H > 0, torch.bmm(R, V.transpose(1, 2)), 0.0)
         gW = torch.bmm(G.transpose(1, 2), X).div_(n)
         gV = torch.bmm(H.transpose(1, 2), R).div_(n) if train_v else None
@@ -307,7 +338,7 @@ def loss_and_grad_autograd(W: Tensor, V: Tensor, X: Tensor, Y: Tensor) -> tuple[
     V = V.detach().clone().requires_grad_(True)
     with torch.enable_grad():
         Xe = X.expand(W.shape[0], *X.shape) if X.ndim == 2 else X
-        H = torch.relu(Xe @ W.transpose(1, 2))                                   # (E, n, k)
+        H = torch.relu(Xe @ W.transpose(1, 2))  # (E, n, k)
         P = H @ V.unsqueeze(-1) if V.ndim == 2 else H @ V
         P = P.squeeze(-1) if V.ndim == 2 else P
         Ye = Y.expand(W.shape[0], *Y.shape) if Y.ndim == P.ndim - 1 else Y
@@ -408,8 +439,8 @@ def pairing_error(W: Tensor, V: Tensor) -> tuple[Tensor, Tensor]:
     if V.shape[:2] != (E, k) or k % 2:
         raise ValueError(f"need W (E, 2r, d) and V (E, 2r[, r]); got {tuple(W.shape)}, {tuple(V.shape)}")
     T = torch.cat([W, V.reshape(E, k, -1)], dim=-1).detach().cpu().double()
-    cost = ((T.unsqueeze(2) + T.unsqueeze(1)) ** 2).sum(-1).numpy()             # (E, k, k)
-    total = (T ** 2).sum((1, 2)).numpy()
+    cost = ((T.unsqueeze(2) + T.unsqueeze(1)) ** 2).sum(-1).numpy()  # (E, k, k)
+    total = (T**2).sum((1, 2)).numpy()
     errs, pairs = [], []
     big = float(cost.max()) + 1.0
     for e in range(E):
@@ -444,7 +475,7 @@ def growth_sign(W: Tensor, v: Tensor, a: Tensor, X: Tensor | None = None) -> Ten
     else:
         validation.tensor("X", X, ndim=2)
         E, k, d = W.shape
-        mask = (X @ W.reshape(E * k, d).T > 0).to(X.dtype)                     # (n, E·k)
+        mask = (X @ W.reshape(E * k, d).T > 0).to(X.dtype)  # (n, E·k)
         c = ((mask * (X @ a).unsqueeze(1)).T @ X / X.shape[0]).view(E, k, d)
     chat = c / c.norm(dim=-1, keepdim=True)
     return torch.sign(v + (W * chat).sum(-1))

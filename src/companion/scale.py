@@ -4,10 +4,12 @@
 each claim; ``paper`` (the default, for readers) uses the paper's sizes. A chapter keeps both
 configurations side by side and picks one with :func:`select`.
 """
+
 from __future__ import annotations
 
 import os
-from typing import Mapping, TypeVar
+from collections.abc import Mapping
+from typing import TypeVar
 
 SCALES = ("quick", "paper")
 T = TypeVar("T")

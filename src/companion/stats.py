@@ -1,4 +1,5 @@
 """Small statistics every chapter needs: Wilson intervals, Monte Carlo errors, log-log slope fits."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,9 +23,9 @@ def wilson_interval(successes, trials, confidence: float = 0.95) -> tuple[np.nda
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     z = _st.norm.ppf(0.5 + confidence / 2)
     p = k / n
-    denom = 1 + z ** 2 / n
-    centre = (p + z ** 2 / (2 * n)) / denom
-    half = z * np.sqrt(p * (1 - p) / n + z ** 2 / (4 * n ** 2)) / denom
+    denom = 1 + z**2 / n
+    centre = (p + z**2 / (2 * n)) / denom
+    half = z * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
     return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
 
 
@@ -81,7 +82,9 @@ class Estimate:
         return self.low <= value <= self.high
 
     def __str__(self) -> str:
-        return f"{self.value:.3f} [{self.low:.3f}, {self.high:.3f}] ({100 * self.confidence:.0f}% {self.method})".replace(" )", ")")
+        return f"{self.value:.3f} [{self.low:.3f}, {self.high:.3f}] ({100 * self.confidence:.0f}% {self.method})".replace(
+            " )", ")"
+        )
 
 
 def _t_quantile(confidence: float, df: int) -> float:
@@ -154,11 +157,12 @@ def exp_decay_binomial(k, failures, trials, confidence: float = 0.95) -> Estimat
 
     p0 = np.clip(F / N, 0.5 / N, 1 - 0.5 / N)
     start = np.polyfit(k, np.log(p0), 1)
-    fit = optimize.minimize(nll, x0=[start[1], -start[0]], method="Nelder-Mead",
-                            options=dict(xatol=1e-10, fatol=1e-12, maxiter=20000))
+    fit = optimize.minimize(
+        nll, x0=[start[1], -start[0]], method="Nelder-Mead", options=dict(xatol=1e-10, fatol=1e-12, maxiter=20000)
+    )
     logC, c = fit.x
     p = np.exp(logC - c * k)
-    g = np.stack([np.ones_like(k), -k])                       # d log p / d(log C, c)
+    g = np.stack([np.ones_like(k), -k])  # d log p / d(log C, c)
     info = (g * (N * p / (1 - p))) @ g.T
     se = float(np.sqrt(np.linalg.inv(info)[1, 1]))
     z = float(_st.norm.ppf(0.5 + confidence / 2))
@@ -189,8 +193,9 @@ def crossing(p, x, level: float = 0.5) -> np.ndarray:
     return np.where(j < 0, np.inf, out)
 
 
-def bootstrap_crossing(counts, trials, x, level: float = 0.5, *, boot: int = 2000, rng=None,
-                       confidence: float = 0.95) -> Estimate:
+def bootstrap_crossing(
+    counts, trials, x, level: float = 0.5, *, boot: int = 2000, rng=None, confidence: float = 0.95
+) -> Estimate:
     """:func:`crossing` of the success rate ``counts / trials`` with a parametric bootstrap interval.
 
     ``counts``: ``(K,)`` successes out of ``trials`` (an int or ``(K,)``) at abscissae ``x (K,)``. Each bootstrap
@@ -211,8 +216,9 @@ def bootstrap_crossing(counts, trials, x, level: float = 0.5, *, boot: int = 200
     return Estimate(value, float(lo), float(hi), confidence, "Jeffreys bootstrap")
 
 
-def bootstrap_crossing_exponent(counts, trials, x, sizes, level: float = 0.5, *, boot: int = 2000, rng=None,
-                                confidence: float = 0.95, x_per_size: bool = True) -> Estimate:
+def bootstrap_crossing_exponent(
+    counts, trials, x, sizes, level: float = 0.5, *, boot: int = 2000, rng=None, confidence: float = 0.95, x_per_size: bool = True
+) -> Estimate:
     """Growth exponent of a crossing point with the problem size, with a joint parametric bootstrap interval.
 
     ``counts``: ``(D, K)`` successes out of ``trials`` (an int or ``(D, K)``) at abscissae ``x (K,)`` for each of ``D``
@@ -235,7 +241,7 @@ def bootstrap_crossing_exponent(counts, trials, x, sizes, level: float = 0.5, *,
     ls = np.log(s)
     lc = ls - ls.mean()
 
-    def slope(rates):                                     # (..., D, K) -> (...)
+    def slope(rates):  # (..., D, K) -> (...)
         c = crossing(rates, xs, level) * (s if x_per_size else 1.0)
         with np.errstate(invalid="ignore"):
             out = (np.log(c) @ lc) / (lc @ lc)

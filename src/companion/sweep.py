@@ -30,6 +30,7 @@ chapter loads with :func:`load` (no ``torch.distributed`` needed to read it).
     ``initial_signs_agree`` (all ``v_i(0)`` of one sign), ``growth_signs_agree`` (all
     :func:`companion.relunet.growth_sign` of one sign), ``diverged``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,9 +38,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -66,7 +67,7 @@ class SweepConfig:
     params: dict = field(default_factory=dict)
 
     @staticmethod
-    def from_file(path: str | Path) -> "SweepConfig":
+    def from_file(path: str | Path) -> SweepConfig:
         """Read a JSON configuration (the keys above; unknown keys are an error)."""
         raw = json.loads(Path(path).read_text())
         known = set(SweepConfig.__dataclass_fields__)
@@ -75,7 +76,7 @@ class SweepConfig:
             raise ValueError(f"unknown configuration keys {sorted(extra)}; known: {sorted(known)}")
         return SweepConfig(**raw).validated()
 
-    def validated(self) -> "SweepConfig":
+    def validated(self) -> SweepConfig:
         if self.experiment not in EXPERIMENTS:
             raise ValueError(f"unknown experiment {self.experiment!r}; known: {sorted(EXPERIMENTS)}")
         validation.positive_int("members", self.members)
@@ -118,8 +119,9 @@ _FAILURE_KEYS = {"d", "ks", "sigma", "mu", "steps", "tau"}
 def _failure_check(p: dict) -> None:
     missing, extra = _FAILURE_KEYS - set(p), set(p) - _FAILURE_KEYS
     if missing or extra:
-        raise ValueError(f"failure_vs_width needs params {sorted(_FAILURE_KEYS)}; missing {sorted(missing)}, "
-                         f"unknown {sorted(extra)}")
+        raise ValueError(
+            f"failure_vs_width needs params {sorted(_FAILURE_KEYS)}; missing {sorted(missing)}, unknown {sorted(extra)}"
+        )
     validation.positive_int("d", p["d"])
     validation.positive_int("steps", p["steps"])
     if not p["ks"] or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in p["ks"]):
@@ -129,8 +131,9 @@ def _failure_check(p: dict) -> None:
             raise ValueError(f"{name} must be positive, got {p[name]!r}")
 
 
-def _failure_run(p: dict, k: int, generator: torch.Generator, size: int, dev: torch.device,
-                 dtype: torch.dtype) -> dict[str, np.ndarray]:
+def _failure_run(
+    p: dict, k: int, generator: torch.Generator, size: int, dev: torch.device, dtype: torch.dtype
+) -> dict[str, np.ndarray]:
     """``size`` members of paper B's ``k``-neuron network on the population loss (Chapter 9's width sweep)."""
     d = int(p["d"])
     a = relunet.unit_target(d, device=dev, dtype=dtype)
@@ -138,11 +141,13 @@ def _failure_run(p: dict, k: int, generator: torch.Generator, size: int, dev: to
     res = gd.run(population.make_loss_and_grad(a), [W, v], int(p["steps"]), float(p["mu"]), progress=False)
     final = res.history["loss"][-1]
     s_g = relunet.growth_sign(W, v, a)
-    out = {"final_loss": final,
-           "fails": ~(final <= float(p["tau"]) * float((a * a).sum())),          # NaN (diverged) counts as failed
-           "initial_signs_agree": (v > 0).all(1) | (v < 0).all(1),
-           "growth_signs_agree": (s_g > 0).all(1) | (s_g < 0).all(1),
-           "diverged": res.diverged}
+    out = {
+        "final_loss": final,
+        "fails": ~(final <= float(p["tau"]) * float((a * a).sum())),  # NaN (diverged) counts as failed
+        "initial_signs_agree": (v > 0).all(1) | (v < 0).all(1),
+        "growth_signs_agree": (s_g > 0).all(1) | (s_g < 0).all(1),
+        "diverged": res.diverged,
+    }
     return {key: val.cpu().numpy() for key, val in out.items()}
 
 
@@ -160,8 +165,9 @@ def _dist_info() -> tuple[int, int, bool]:
     return 0, 1, False
 
 
-def run_sweep(cfg: SweepConfig, *, device: str | torch.device | None = None, log: Callable[[str], None] | None = None
-              ) -> dict | None:
+def run_sweep(
+    cfg: SweepConfig, *, device: str | torch.device | None = None, log: Callable[[str], None] | None = None
+) -> dict | None:
     """Run ``cfg``'s work units owned by this rank and gather them on rank 0.
 
     Without an initialised process group it runs every unit (one process). Returns, on rank 0, a dict with
@@ -182,8 +188,10 @@ def run_sweep(cfg: SweepConfig, *, device: str | torch.device | None = None, log
     for i, (s, b, lo, hi) in enumerate(mine):
         done[(s, b)] = exp.run(cfg.params, settings[s], block_generator(cfg.seed, s, b), hi - lo, dev, dtype)
         if log is not None:
-            log(f"rank {rank}/{world}: unit {i + 1}/{len(mine)} (setting {settings[s]}, members {lo}-{hi}) "
-                f"at {time.perf_counter() - t0:.1f} s")
+            log(
+                f"rank {rank}/{world}: unit {i + 1}/{len(mine)} (setting {settings[s]}, members {lo}-{hi}) "
+                f"at {time.perf_counter() - t0:.1f} s"
+            )
     wall = time.perf_counter() - t0
     parts = [(done, wall)]
     if distributed:
@@ -199,13 +207,20 @@ def run_sweep(cfg: SweepConfig, *, device: str | torch.device | None = None, log
     fields = sorted(next(iter(merged.values())))
     result: dict = {"settings": np.asarray(settings)}
     for f in fields:
-        rows = [np.concatenate([merged[(s, b)][f] for b in range(len(blocks(cfg.members, cfg.block)))])
-                for s in range(len(settings))]
+        rows = [
+            np.concatenate([merged[(s, b)][f] for b in range(len(blocks(cfg.members, cfg.block)))]) for s in range(len(settings))
+        ]
         result[f] = np.stack(rows)
-    result["meta"] = {"config": _config_dict(cfg), "world_size": world, "device": str(dev),
-                      "backend": _backend_name() if distributed else None, "torch": torch.__version__,
-                      "seed_offset": cdevice.seed_offset(), "rank_seconds": [w for _, w in parts],
-                      "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    result["meta"] = {
+        "config": _config_dict(cfg),
+        "world_size": world,
+        "device": str(dev),
+        "backend": _backend_name() if distributed else None,
+        "torch": torch.__version__,
+        "seed_offset": cdevice.seed_offset(),
+        "rank_seconds": [w for _, w in parts],
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     return result
 
 
@@ -279,8 +294,10 @@ def main(argv=None) -> int:
         result = run_sweep(cfg, device=args.device, log=log)
         if result is not None:
             path = save(result, args.out or cfg.out)
-            print(f"wrote {path}: {len(result['settings'])} settings x {cfg.members} members, "
-                  f"{result['meta']['world_size']} process(es), {max(result['meta']['rank_seconds']):.1f} s")
+            print(
+                f"wrote {path}: {len(result['settings'])} settings x {cfg.members} members, "
+                f"{result['meta']['world_size']} process(es), {max(result['meta']['rank_seconds']):.1f} s"
+            )
     finally:
         if distributed:
             import torch.distributed as dist

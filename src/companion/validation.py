@@ -1,7 +1,8 @@
 """Input checks at the public boundary: a clear ``ValueError`` naming the problem, never a silent broadcast."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor

@@ -18,9 +18,11 @@ per-member derivatives; that is how :mod:`torch.func` (``grad``) is applied belo
 The output Hessian is only ever touched through Hessian-vector products (double backward by default,
 ``torch.func`` forward-over-reverse on request — equal, tested; the first has far less per-call overhead on a CPU),
 and its spectral norm comes from :func:`companion.curvature.lanczos` in its three-vector mode (no stored Krylov
-basis: at m = 2048 one parameter vector has 4.2 million entries per member): nothing of size ``P × P`` is ever formed. Jacobians are never formed either: each output gradient with respect
+basis: at m = 2048 one parameter vector has 4.2 million entries per member): nothing of size ``P × P`` is ever formed.
+Jacobians are never formed either: each output gradient with respect
 to ``W_h`` is the rank-one matrix ``u_{h,i} x_{h−1,i}ᵀ``, so Gram matrices and ``J h`` come from one backward pass.
 """
+
 from __future__ import annotations
 
 import functools
@@ -41,12 +43,12 @@ Params = dict
 
 
 # ----------------------------------------------------------------------------------------------- set-up
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _c_sigma_by_name(name: str) -> float:
     a = activations.get(name)
     nodes, weights = np.polynomial.hermite_e.hermegauss(200)
     vals = a.fn(torch.as_tensor(nodes, dtype=torch.float64)).numpy()
-    return float(1.0 / (np.sum(weights * vals ** 2) / math.sqrt(2 * math.pi)))
+    return float(1.0 / (np.sum(weights * vals**2) / math.sqrt(2 * math.pi)))
 
 
 def c_sigma(act: str | activations.Activation) -> float:
@@ -119,8 +121,9 @@ def _check(params: Params, **tensors) -> tuple[int, int, int, int]:
     return shape
 
 
-def init_params(d: int, m: int, H: int, ensemble: int = 1, *, generator: torch.Generator | None = None,
-                device=None, dtype=None) -> Params:
+def init_params(
+    d: int, m: int, H: int, ensemble: int = 1, *, generator: torch.Generator | None = None, device=None, dtype=None
+) -> Params:
     """Gaussian initialisation θ0 (paper C / Du et al.): every entry of ``W_h`` and ``a`` is ``N(0, 1)``,
     so ``‖a‖ ≈ √m`` (Chapter 13). Returns ``{"W1": (E, m, d), "W2".."WH": (E, m, m), "a": (E, m)}``."""
     for name, v in (("d", d), ("m", m), ("H", H), ("ensemble", ensemble)):
@@ -179,8 +182,8 @@ def _forward(params: Params, X: Tensor, net: Net, taps: dict | None = None, xtap
     act = activations.get(net.act)
     m = params["a"].shape[-1]
     s = net.scales(H)
-    x = X.expand(params["a"].shape[0], *X.shape) if X.ndim == 2 else X     # (E, n, d); internal callers may pass
-    xs, zs = [x], []                                                       # per-member inputs (E, n, d)
+    x = X.expand(params["a"].shape[0], *X.shape) if X.ndim == 2 else X  # (E, n, d); internal callers may pass
+    xs, zs = [x], []  # per-member inputs (E, n, d)
     for h in range(1, H + 1):
         z = x @ params[f"W{h}"].transpose(-1, -2)
         if taps is not None:
@@ -259,7 +262,7 @@ def last_layer_gram(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
     _, xs, zs = _forward(params, X, net)
     gamma = net.scales(H)[-1] ** 2
     act = activations.get(net.act)
-    g = params["a"].unsqueeze(-2) * act.d1(zs[-1])                     # (E, n, m): a_r σ'(Z_{i,r})
+    g = params["a"].unsqueeze(-2) * act.d1(zs[-1])  # (E, n, m): a_r σ'(Z_{i,r})
     Xh = xs[H - 1]
     return gamma * (Xh @ Xh.transpose(-1, -2)) * (g @ g.transpose(-1, -2)) / m
 
@@ -294,7 +297,7 @@ def add(params: Params, h: Params, t: float = 1.0) -> Params:
 
 def sq_norm(h: Params) -> Tensor:
     """``‖h‖²`` over all blocks, per member: ``(E,)``."""
-    return sum((v ** 2).flatten(1).sum(1) for v in h.values())
+    return sum((v**2).flatten(1).sum(1) for v in h.values())
 
 
 def dot(h: Params, g: Params) -> Tensor:
@@ -345,7 +348,7 @@ def gram_ascent_direction(params: Params, X: Tensor, D: float, net: Net = Net())
     E, _, d, _ = _check(params, X=X)
     _check_X(X, d)
     validation.nonnegative("D", D)
-    u = torch.linalg.eigh(last_layer_gram(params, X, net))[1][..., -1].detach()      # (E, n)
+    u = torch.linalg.eigh(last_layer_gram(params, X, net))[1][..., -1].detach()  # (E, n)
     g = grad(lambda p: torch.einsum("ei,eij,ej->", u, last_layer_gram(p, X, net), u))(params)
     return scale_to(g, D)
 
@@ -412,28 +415,46 @@ def _operator_norm(params: Params, hvp, iters: int, generator, history: bool = F
     acting on parameter dicts; returns the :class:`~companion.curvature.LanczosResult`."""
     validation.positive_int("iters", iters)
     shapes = {k: tuple(v.shape[1:]) for k, v in params.items()}
-    v0 = curvature.flatten({k: randn(v.shape, generator=generator, dtype=v.dtype, device=v.device)
-                            for k, v in params.items()})
+    v0 = curvature.flatten({k: randn(v.shape, generator=generator, dtype=v.dtype, device=v.device) for k, v in params.items()})
     E, P = v0.shape
 
     def mv(q: Tensor) -> Tensor:
         return curvature.flatten(hvp(curvature.unflatten(q, shapes)))
 
-    return curvature.lanczos(mv, E, P, iters, v0=v0, reorthogonalize=False, history=True, vector=vector,
-                             dtype=v0.dtype, device=v0.device, generator=generator)
+    return curvature.lanczos(
+        mv,
+        E,
+        P,
+        iters,
+        v0=v0,
+        reorthogonalize=False,
+        history=True,
+        vector=vector,
+        dtype=v0.dtype,
+        device=v0.device,
+        generator=generator,
+    )
 
 
-def output_hessian_norm(params: Params, x: Tensor, net: Net = Net(), *, iters: int = 30,
-                        generator: torch.Generator | None = None, return_history: bool = False,
-                        return_vector: bool = False):
+def output_hessian_norm(
+    params: Params,
+    x: Tensor,
+    net: Net = Net(),
+    *,
+    iters: int = 30,
+    generator: torch.Generator | None = None,
+    return_history: bool = False,
+    return_vector: bool = False,
+):
     """Spectral norm ``‖∇²f(x; θ)‖`` per member, ``(E,)``, by Lanczos on output HVPs (paper C: ``≤ T M (1+D)/√m``
     or ``C M (1+D)/√m``; Chapter 13). ``x``: ``(d,)``. Returns the norm, then (if asked) the running estimate
     ``(E, iters)`` (to show convergence) and the unit top eigenvector (a parameter dict). The iteration is
     :func:`companion.curvature.lanczos` without reorthogonalisation (three vectors of length ``P`` per member)."""
     E, _, d, _ = _check(params, x=x)
     xx = _one_input(x, d, E)
-    res = _operator_norm(params, lambda v: _hvp(lambda p: _forward(p, xx, net)[0].sum(), params, v), iters, generator,
-                         vector=return_vector)
+    res = _operator_norm(
+        params, lambda v: _hvp(lambda p: _forward(p, xx, net)[0].sum(), params, v), iters, generator, vector=return_vector
+    )
     hist = torch.maximum(res.low.abs(), res.high.abs())
     out = (hist[:, -1],) + ((hist,) if return_history else ())
     if return_vector:
@@ -441,32 +462,36 @@ def output_hessian_norm(params: Params, x: Tensor, net: Net = Net(), *, iters: i
     return out if len(out) > 1 else out[0]
 
 
-def output_hessian_norms(params: Params, X: Tensor, net: Net = Net(), *, iters: int = 30,
-                         generator: torch.Generator | None = None) -> Tensor:
+def output_hessian_norms(
+    params: Params, X: Tensor, net: Net = Net(), *, iters: int = 30, generator: torch.Generator | None = None
+) -> Tensor:
     """``‖∇²f_i(θ)‖`` for every member and input, ``(E, n)``, in one batched Lanczos run over ``E·n`` copies of the
     parameters (memory ``E·n`` parameter vectors times four). Paper C's ``max_i ‖∇²f_i‖`` (Chapter 13)."""
     E, _, d, _ = _check(params, X=X)
     _check_X(X, d, E)
     n = X.shape[-2]
-    rep = {k: v.repeat_interleave(n, 0) for k, v in params.items()}            # member e, input i -> row e n + i
-    Xr = X.expand(E, *X.shape[-2:]).reshape(E * n, 1, -1)                     # (E n, 1, d)
+    rep = {k: v.repeat_interleave(n, 0) for k, v in params.items()}  # member e, input i -> row e n + i
+    Xr = X.expand(E, *X.shape[-2:]).reshape(E * n, 1, -1)  # (E n, 1, d)
     res = _operator_norm(rep, lambda v: _hvp(lambda p: _forward(p, Xr, net)[0].sum(), rep, v), iters, generator)
     return res.norm.reshape(E, n)
 
 
-def loss_hessian_norm(params: Params, X: Tensor, y: Tensor, net: Net = Net(), *, iters: int = 30,
-                      generator: torch.Generator | None = None) -> Tensor:
+def loss_hessian_norm(
+    params: Params, X: Tensor, y: Tensor, net: Net = Net(), *, iters: int = 30, generator: torch.Generator | None = None
+) -> Tensor:
     """``‖∇²L(θ)‖`` per member, ``(E,)``, ``L = ½ Σ_i (f_i − y_i)²``, by Lanczos on :func:`loss_hvp`
     (paper C's loss-Hessian bound ``‖∇²L‖ ≤ ‖J‖² + √n ‖r‖ max_i ‖∇²f_i‖``; Chapter 13)."""
     _, _, d, _ = _check(params, X=X, y=y)
     _check_X(X, d)
-    res = _operator_norm(params, lambda v: _hvp(lambda p: 0.5 * ((_forward(p, X, net)[0] - y) ** 2).sum(), params, v),
-                         iters, generator)
+    res = _operator_norm(
+        params, lambda v: _hvp(lambda p: 0.5 * ((_forward(p, X, net)[0] - y) ** 2).sum(), params, v), iters, generator
+    )
     return res.norm
 
 
-def weighted_output_hessian_norm(params: Params, X: Tensor, c: Tensor, net: Net = Net(), *, iters: int = 30,
-                                 generator: torch.Generator | None = None) -> Tensor:
+def weighted_output_hessian_norm(
+    params: Params, X: Tensor, c: Tensor, net: Net = Net(), *, iters: int = 30, generator: torch.Generator | None = None
+) -> Tensor:
     """``‖Σ_i c_i ∇²f_i(θ)‖`` per member, ``(E,)``, by Lanczos on :func:`weighted_output_hvp`; ``c``: ``(E, n)``
     (paper C, Chapter 13: with ``c = r`` the term that the loss-Hessian bound controls by ``√n ‖r‖ max_i ‖∇²f_i‖``)."""
     E, _, d, _ = _check(params, X=X, c=c)
@@ -474,8 +499,7 @@ def weighted_output_hessian_norm(params: Params, X: Tensor, c: Tensor, net: Net 
     if c.shape != (E, X.shape[-2]):
         raise ValueError(f"c must have shape {(E, X.shape[-2])}, got {tuple(c.shape)}")
     c = c.detach()
-    res = _operator_norm(params, lambda v: _hvp(lambda p: (_forward(p, X, net)[0] * c).sum(), params, v), iters,
-                         generator)
+    res = _operator_norm(params, lambda v: _hvp(lambda p: (_forward(p, X, net)[0] * c).sum(), params, v), iters, generator)
     return res.norm
 
 
@@ -530,15 +554,25 @@ def backward_drift(params: Params, X: Tensor, h: Params, net: Net = Net()) -> di
     _check_X(X, d)
     b0 = backward_vectors(params, X, net)
     b1 = backward_vectors(add(params, h), X, net)
-    return {"drift": torch.stack([(a - b).norm(dim=-1).max(-1).values for a, b in zip(b1, b0)], -1),
-            "mean_drift": torch.stack([(a - b).norm(dim=-1).mean(-1) for a, b in zip(b1, b0)], -1),
-            "sup": torch.stack([a.abs().flatten(1).max(1).values for a in b1], -1),
-            "l2": torch.stack([a.norm(dim=-1).max(-1).values for a in b1], -1)}
+    return {
+        "drift": torch.stack([(a - b).norm(dim=-1).max(-1).values for a, b in zip(b1, b0)], -1),
+        "mean_drift": torch.stack([(a - b).norm(dim=-1).mean(-1) for a, b in zip(b1, b0)], -1),
+        "sup": torch.stack([a.abs().flatten(1).max(1).values for a in b1], -1),
+        "l2": torch.stack([a.norm(dim=-1).max(-1).values for a in b1], -1),
+    }
 
 
 # ------------------------------------------------------------------------------ one point of a sweep
-def ball_measurements(params: Params, X: Tensor, D: float, net: Net = Net(), *, iters: int = 12,
-                      generator: torch.Generator | None = None, ball_hessian: bool = False) -> dict:
+def ball_measurements(
+    params: Params,
+    X: Tensor,
+    D: float,
+    net: Net = Net(),
+    *,
+    iters: int = 12,
+    generator: torch.Generator | None = None,
+    ball_hessian: bool = False,
+) -> dict:
     """Everything Chapter 13 measures at one width/depth/radius, per member (each value ``(E,)``):
 
     * ``gram_adv_entry``/``gram_adv_op``: ``‖G_H(θ0 + h) − G_H(θ0)‖`` (entrywise max / operator norm) along the
@@ -551,7 +585,8 @@ def ball_measurements(params: Params, X: Tensor, D: float, net: Net = Net(), *, 
     * ``taylor``: ``max(|R(θ0; ±D v)|)`` for the top Hessian eigenvector ``v`` of ``f(x_1)``, where
       ``R(θ; h) = f(θ + h) − f(θ) − Df(θ) h``; ``taylor_rand``: along a random direction of norm ``D``;
     * ``feat_x``/``feat_z``: ``max_h e_h`` and ``max_h ‖Δz_h‖`` along the gradient-span direction
-      (:func:`feature_drift`); ``back_drift``: ``max_{h<H}`` of the input-averaged ``‖Δb_h‖₂``, ``back_sup``: ``max_h ‖b_h(θ0+h)‖_∞`` and
+      (:func:`feature_drift`); ``back_drift``: ``max_{h<H}`` of the input-averaged ``‖Δb_h‖₂``,
+      ``back_sup``: ``max_h ‖b_h(θ0+h)‖_∞`` and
       ``back_l2``: ``max_h ‖b_h(θ0+h)‖₂`` along it (:func:`backward_drift`); ``resid``: ``‖f(θ0+h) − f(θ0)‖/√n``
       along it (the residual's change, paper C's ``‖r‖ ≤ ‖r_0‖ + T√n D``);
     * ``M``: ``max_h ‖b_h(θ0)‖_∞`` (:func:`backward_sup_norm`); ``J``: ``‖J(θ0)‖/√n``; ``G0``: ``max |G_H(θ0)|``.
@@ -563,20 +598,25 @@ def ball_measurements(params: Params, X: Tensor, D: float, net: Net = Net(), *, 
     G0 = last_layer_gram(params, X, net)
     h_adv = gram_ascent_direction(params, X, D, net)
     coef = randn((E, n), generator=generator, dtype=X.dtype, device=X.device)
-    dirs = {"adv": h_adv, "gd": gradient_direction(params, X, D, coef, net),
-            "rand": random_direction(params, D, generator=generator)}
+    dirs = {
+        "adv": h_adv,
+        "gd": gradient_direction(params, X, D, coef, net),
+        "rand": random_direction(params, D, generator=generator),
+    }
     for name, h in dirs.items():
         ent, op = gram_drift(last_layer_gram(add(params, h), X, net), G0)
         out[f"gram_{name}_entry"], out[f"gram_{name}_op"] = ent, op
-    hn, hist, v = output_hessian_norm(params, X[..., 0, :], net, iters=iters, generator=generator,
-                                      return_history=True, return_vector=True)
+    hn, hist, v = output_hessian_norm(
+        params, X[..., 0, :], net, iters=iters, generator=generator, return_history=True, return_vector=True
+    )
     out["hess"], out["hess_conv"] = hn, hist[:, -1] / hist[:, max((3 * iters) // 4 - 1, 0)]
     if ball_hessian:
         out["hess_ball"] = output_hessian_norm(add(params, h_adv), X[..., 0, :], net, iters=iters, generator=generator)
     hv = scale_to(v, D)
     x1 = X[..., :1, :]
-    out["taylor"] = torch.maximum(taylor_remainder(params, x1, hv, net)[:, 0],
-                                  taylor_remainder(params, x1, {k: -t for k, t in hv.items()}, net)[:, 0])
+    out["taylor"] = torch.maximum(
+        taylor_remainder(params, x1, hv, net)[:, 0], taylor_remainder(params, x1, {k: -t for k, t in hv.items()}, net)[:, 0]
+    )
     out["taylor_rand"] = taylor_remainder(params, x1, dirs["rand"], net)[:, 0]
     fd = feature_drift(params, X, dirs["gd"], net)
     out["feat_x"], out["feat_z"] = fd["x"].max(1).values, fd["z"].max(1).values
@@ -590,8 +630,9 @@ def ball_measurements(params: Params, X: Tensor, D: float, net: Net = Net(), *, 
     return {k: t.detach() for k, t in out.items()}
 
 
-def loss_hessian_measurements(params: Params, X: Tensor, y: Tensor, D: float, net: Net = Net(), *,
-                              iters: int = 20, generator: torch.Generator | None = None) -> dict:
+def loss_hessian_measurements(
+    params: Params, X: Tensor, y: Tensor, D: float, net: Net = Net(), *, iters: int = 20, generator: torch.Generator | None = None
+) -> dict:
     """Paper C's loss-Hessian and residual bounds at ``θ = θ0 + h``, ``h = −D Jᵀr0/‖Jᵀr0‖`` (the direction of a
     gradient-descent step on ``L = ½ Σ_i (f_i − y_i)²``), per member, each ``(E,)`` (Chapter 13):
 
@@ -610,20 +651,36 @@ def loss_hessian_measurements(params: Params, X: Tensor, y: Tensor, D: float, ne
     h = gradient_direction(params, X, D, -r0.expand(E, n).contiguous(), net)
     theta = add(params, h)
     r = (forward(theta, X, net) - y).detach().expand(E, n)
-    out = {"hess_loss": loss_hessian_norm(theta, X, y, net, iters=iters, generator=generator),
-           "J2": jacobian_norm(theta, X, net) ** 2,
-           "curv": weighted_output_hessian_norm(theta, X, r.contiguous(), net, iters=iters, generator=generator),
-           "max_hf": output_hessian_norms(theta, X, net, iters=iters, generator=generator).max(1).values,
-           "r": r.norm(dim=1), "r0": r0.expand(E, n).norm(dim=1),
-           "r_up": (forward(add(params, h, -1.0), X, net) - y).detach().norm(dim=-1).expand(E),
-           "Jmax": torch.stack([jacobian_norm(add(params, h, -t), X, net) for t in (0.0, 0.5, 1.0)], 0).max(0).values,
-           "M": backward_sup_norm(theta, X, net)}
+    out = {
+        "hess_loss": loss_hessian_norm(theta, X, y, net, iters=iters, generator=generator),
+        "J2": jacobian_norm(theta, X, net) ** 2,
+        "curv": weighted_output_hessian_norm(theta, X, r.contiguous(), net, iters=iters, generator=generator),
+        "max_hf": output_hessian_norms(theta, X, net, iters=iters, generator=generator).max(1).values,
+        "r": r.norm(dim=1),
+        "r0": r0.expand(E, n).norm(dim=1),
+        "r_up": (forward(add(params, h, -1.0), X, net) - y).detach().norm(dim=-1).expand(E),
+        "Jmax": torch.stack([jacobian_norm(add(params, h, -t), X, net) for t in (0.0, 0.5, 1.0)], 0).max(0).values,
+        "M": backward_sup_norm(theta, X, net),
+    }
     out["bound"] = out["J2"] + math.sqrt(n) * out["r"] * out["max_hf"]
     return {k: t.detach() for k, t in out.items()}
 
 
-def sweep_point(m: int, H: int, D: float, *, n: int, d: int, members: int, net: Net = Net(), data_seed: int,
-                init_seed: int, iters: int = 20, ball_hessian: bool = False, loss: bool = False) -> dict:
+def sweep_point(
+    m: int,
+    H: int,
+    D: float,
+    *,
+    n: int,
+    d: int,
+    members: int,
+    net: Net = Net(),
+    data_seed: int,
+    init_seed: int,
+    iters: int = 20,
+    ball_hessian: bool = False,
+    loss: bool = False,
+) -> dict:
     """One point of Chapter 13's sweeps, as numpy arrays ``(members,)``: each member's own ``n`` inputs on the
     sphere (``X``: ``(members, n, d)``) and targets ``y ~ N(0, 1)`` from ``device.generator(data_seed)`` (the same
     for every point of a sweep that shares the seed, independent across members, so the spread across members
@@ -638,13 +695,13 @@ def sweep_point(m: int, H: int, D: float, *, n: int, d: int, members: int, net: 
     p = init_params(d, m, H, members, generator=gi, dtype=X.dtype, device=X.device)
     out = ball_measurements(p, X, D, net, iters=iters, generator=gi, ball_hessian=ball_hessian)
     if loss:
-        out.update({f"loss_{k}": v for k, v in
-                    loss_hessian_measurements(p, X, y, D, net, iters=iters, generator=gi).items()})
+        out.update({f"loss_{k}": v for k, v in loss_hessian_measurements(p, X, y, D, net, iters=iters, generator=gi).items()})
     return {k: v.cpu().numpy() for k, v in out.items()}
 
 
-def dense_reference_errors(params: Params, X: Tensor, y: Tensor, net: Net = Net(), *, iters: int = 60,
-                           generator: torch.Generator | None = None) -> dict:
+def dense_reference_errors(
+    params: Params, X: Tensor, y: Tensor, net: Net = Net(), *, iters: int = 60, generator: torch.Generator | None = None
+) -> dict:
     """The chapter's matrix-free machinery against dense references on a small network (Chapter 13), each a
     float (the largest over members): ``"ntk"``: ``max |J Jᵀ − ntk|`` and ``"gram"``: ``max |J_H J_Hᵀ − G_H|``
     (``J`` by :func:`torch.func.jacrev`); ``"hessian"``: the relative error of :func:`output_hessian_norm` and
@@ -659,16 +716,17 @@ def dense_reference_errors(params: Params, X: Tensor, y: Tensor, net: Net = Net(
     norm_L = loss_hessian_norm(params, X, y, net, iters=iters, generator=generator)
     K, G = ntk(params, X, net), last_layer_gram(params, X, net)
     for e in range(E):
-        pe = {k: v[e:e + 1] for k, v in params.items()}
+        pe = {k: v[e : e + 1] for k, v in params.items()}
         shapes = {k: tuple(v.shape[1:]) for k, v in pe.items()}
         flat0 = curvature.flatten(pe)[0]
 
         def f_all(v):
-            return _forward(curvature.unflatten(v[None], shapes), X, net)[0][0]          # (n,)
-        J = torch.func.jacrev(f_all)(flat0)                                              # (n, P)
+            return _forward(curvature.unflatten(v[None], shapes), X, net)[0][0]  # (n,)
+
+        J = torch.func.jacrev(f_all)(flat0)  # (n, P)
         sizes = [math.prod(s) for s in shapes.values()]
-        start = sum(sizes[:keys.index(f"W{H}")])
-        JH = J[:, start:start + sizes[keys.index(f"W{H}")]]
+        start = sum(sizes[: keys.index(f"W{H}")])
+        JH = J[:, start : start + sizes[keys.index(f"W{H}")]]
         out["ntk"] = max(out["ntk"], (J @ J.T - K[e]).abs().max().item())
         out["gram"] = max(out["gram"], (JH @ JH.T - G[e]).abs().max().item())
         Hf = torch.func.hessian(lambda v: f_all(v)[0])(flat0)
@@ -705,10 +763,12 @@ def rate_with_next_order(x, Y, next_order, confidence: float = 0.95):
     if np.any(x <= 0) or np.any(~(Y > 0)) or not np.all(np.isfinite(Y)):
         raise ValueError("the fit needs positive x and finite positive Y")
     A = np.stack([np.ones_like(x), np.log(x), np.asarray(next_order(x), float)], 1)
-    coef = np.linalg.lstsq(A, np.log(Y), rcond=None)[0]                  # (3, E)
+    coef = np.linalg.lstsq(A, np.log(Y), rcond=None)[0]  # (3, E)
     s = coef[1]
     mean, se = s.mean(), s.std(ddof=1) / math.sqrt(s.size)
     from scipy import stats as _st
+
     half = float(_st.t.ppf(0.5 + confidence / 2, df=s.size - 1)) * se
-    return stats.Estimate(float(mean), float(mean - half), float(mean + half), confidence,
-                          "t-interval over members, next-order term fitted")
+    return stats.Estimate(
+        float(mean), float(mean - half), float(mean + half), confidence, "t-interval over members, next-order term fitted"
+    )

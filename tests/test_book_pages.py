@@ -59,3 +59,10 @@ def test_coverage_inventory_ids_are_unique_and_well_formed():
     ids = [i["id"] for i in items]
     assert len(ids) == len(set(ids)), "duplicate ids in book/coverage/*.yml"
     assert all(i.split(" ", 1)[0] in ("A", "B", "C") for i in ids), ids
+
+
+def test_statements_render_their_maths():
+    par = _book.with_math(r"$\|J\| \le T\sqrt n$ (fully connected) or $C\sqrt n$")
+    kinds = [type(c).__name__ for c in par.children]
+    assert kinds == ["math", "Text", "math"] and par.children[0].astext() == r"\|J\| \le T\sqrt n"
+    assert all(i.get("tex", "$").count("$") % 2 == 0 for i in _book.coverage_inventory(ROOT))

@@ -145,6 +145,15 @@ def coverage_inventory(srcdir: Path) -> list[dict]:
     return out
 
 
+def with_math(text: str) -> nodes.paragraph:
+    """Plain text with ``$…$`` spans rendered as inline maths (MathJax)."""
+    par = nodes.paragraph()
+    for k, part in enumerate(text.split("$")):
+        if part:
+            par += nodes.math(part, part) if k % 2 else nodes.Text(part)
+    return par
+
+
 def _coverage_table(app, fromdoc: str):
     by_chapter = _records_by_chapter(app)
     env = app.env
@@ -181,7 +190,7 @@ def _coverage_table(app, fromdoc: str):
             cell += nodes.Text(f" {mark[r['verdict']]} {r['claim']}; ")
         if not hits:
             cell += nodes.Text(item.get("reason") or "not executed in this build")
-        body += row([f"{item['id']}: {item.get('title', '')}", item.get("statement", ""), cell])
+        body += row([f"{item['id']}: {item.get('title', '')}", with_math(item.get("tex") or item.get("statement", "")), cell])
     return table
 
 

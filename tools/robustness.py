@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     many.add_argument("--seeds", type=int, default=3)
     many.add_argument("--scale", default="quick", choices=["quick", "paper"])
     many.add_argument("--out", type=Path, default=ROOT / "book" / "_generated" / "seeds.md")
+    many.add_argument("--records", type=Path, default=None, help="also keep every run's claim records here (JSON)")
     args = parser.parse_args(argv)
     if args.cmd == "run":
         run = run_chapter(args.chapter, seed=args.seed, falsify=args.falsify, scale=args.scale)
@@ -168,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
             problems += run.problems
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(seeds_table(runs, args.scale))
+    if args.records is not None:
+        args.records.mkdir(parents=True, exist_ok=True)
+        for chapter, rs in runs.items():
+            for run in rs:
+                (args.records / f"{chapter}.seed{run.seed}.json").write_text(json.dumps(run.records, indent=1))
     print(f"wrote {args.out}; {len(problems)} problem(s)")
     return 1 if problems else 0
 

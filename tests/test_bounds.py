@@ -179,7 +179,7 @@ def test_relu_is_refused(gen):
         lambda: bounds.lemma_4_4(p1, p2, X, "relu"),
         lambda: bounds.lemma_4_5(p1, p2, X, y, "relu"),
         lambda: bounds.lemma_4_6(p1, p2, X, y, "relu"),
-        lambda: bounds.loss_and_gradient_fn(p1, X, y, "relu"),
+        lambda: bounds.make_loss_and_grad(p1, X, y, "relu"),
         lambda: bounds.check_assumptions("relu"),
     ):
         with pytest.raises(ValueError, match="not smooth"):
@@ -245,7 +245,7 @@ def test_fast_loss_and_gradient_matches_deepnet(gen):
     X = deepnet.ball_data(7, 3, generator=gen)
     y = torch.randn(7, generator=gen, dtype=torch.float64)
     for act in SMOOTH:
-        l1, g1 = bounds.loss_and_gradient_fn(params, X, y, act)(params)
+        l1, g1 = bounds.make_loss_and_grad(params, X, y, act)(params)
         l2, g2 = deepnet.loss_and_gradient(params, X, y, act)
         torch.testing.assert_close(l1, l2, rtol=0, atol=0)
         for u, v in zip(g1, g2):
@@ -262,7 +262,7 @@ def test_lemma_4_7_descent_every_step_and_tracker_bookkeeping(gen):
         tr = bounds.Tracker(L, deepnet.d_max(params), kappa=kappa, tol=0.0)
         steps = 50
         res = gd.run(
-            bounds.loss_and_gradient_fn(params, X, y, "softplus"),
+            bounds.make_loss_and_grad(params, X, y, "softplus"),
             params,
             steps,
             tr,

@@ -265,8 +265,8 @@ def test_samplers_bit_identical_on_cuda(name):
 @pytest.mark.parametrize("r", [None, 3], ids=["one_output", "three_outputs"])
 def test_relunet_loss_and_grad_cuda_matches_cpu(per_member, r):
     X, Y, W, V = paper_b_problem(k=2 if r is None else 2 * r, per_member=per_member, r=r)
-    ref = relunet.loss_and_grad(W, V, X, Y)
-    got = relunet.loss_and_grad(*(t.to(CUDA) for t in (W, V, X, Y)))
+    ref = relunet.loss_and_gradient(W, V, X, Y)
+    got = relunet.loss_and_gradient(*(t.to(CUDA) for t in (W, V, X, Y)))
     for a, b in zip(got, ref):
         assert a.device.type == CUDA.type
         close(a, b)

@@ -27,8 +27,8 @@ def test_zero_embedding_is_exact_for_tanh(gen, L):
     p = deepnet.init_params([d] + [narrow] * (L - 1) + [1], 3, 1.0, generator=gen, dtype=torch.float64, device="cpu")
     q, mask = deepnet.embed(p, wide)
     eta = 0.05
-    a = gd.run(bounds.loss_and_gradient_fn(p, X, y, "tanh"), p, 50, eta, record_at=range(51))
-    b = gd.run(bounds.loss_and_gradient_fn(q, X, y, "tanh"), q, 50, eta, record_at=range(51))
+    a = gd.run(bounds.make_loss_and_grad(p, X, y, "tanh"), p, 50, eta, record_at=range(51))
+    b = gd.run(bounds.make_loss_and_grad(q, X, y, "tanh"), q, 50, eta, record_at=range(51))
     torch.testing.assert_close(a.history["loss"], b.history["loss"], rtol=1e-13, atol=0)
     assert all(float((w * (1 - m)).abs().max()) == 0.0 for w, m in zip(b.params, mask))
     assert deepnet.norm(a.params).tolist() == pytest.approx(deepnet.norm(b.params).tolist(), rel=1e-13)
@@ -41,7 +41,7 @@ def test_zero_embedding_is_not_exact_for_sigmoid(gen):
     y = device.randn((6,), generator=gen, dtype=torch.float64, device="cpu")
     p = deepnet.init_params([d, 4, 4, 1], 2, 1.0, generator=gen, dtype=torch.float64, device="cpu")
     q, mask = deepnet.embed(p, 8)
-    b = gd.run(bounds.loss_and_gradient_fn(q, X, y, "sigmoid"), q, 5, 0.05)
+    b = gd.run(bounds.make_loss_and_grad(q, X, y, "sigmoid"), q, 5, 0.05)
     assert max(float((w * (1 - m)).abs().max()) for w, m in zip(b.params, mask)) > 0
 
 
@@ -79,7 +79,7 @@ def test_theorem_4_8_chain_on_a_short_rescaled_run(gen):
     p = deepnet.init_params([2, 3, 1], 4, 0.3, generator=gen, dtype=torch.float64, device="cpu")
     tr = bounds.Tracker(L, deepnet.d_max(p), kappa=kappa, tol=2 * 8 * torch.finfo(torch.float64).eps)
     res = gd.run(
-        bounds.loss_and_gradient_fn(p, X, y, "sigmoid"),
+        bounds.make_loss_and_grad(p, X, y, "sigmoid"),
         p,
         steps,
         tr,

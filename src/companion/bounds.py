@@ -856,7 +856,7 @@ def proof_probe(
 
 
 # ------------------------------------------------------------------------ fast paths for long GD runs
-def loss_and_gradient_fn(params_like: Sequence[Tensor], X: Tensor, y: Tensor, act):
+def make_loss_and_grad(params_like: Sequence[Tensor], X: Tensor, y: Tensor, act):
     """``loss_and_grad`` for :func:`companion.gd.run` on paper A's network, validated once here and then lean
     (no per-call checks: long runs of Chapter 4 are Python-overhead bound). Same values as
     :func:`companion.deepnet.loss_and_gradient` (Lemma 4.2's recursion). Raises ``ValueError`` where the lemmas

@@ -1,6 +1,6 @@
 """Fused formulations of the engine's hot paths for compilers (``torch.compile`` / inductor; Chapter 1).
 
-:func:`companion.relunet.loss_and_grad` is written for the eager CPU engine: in-place ReLU, ``sign_`` and
+:func:`companion.relunet.loss_and_gradient` is written for the eager CPU engine: in-place ReLU, ``sign_`` and
 ``baddbmm`` so that every pass over the ``(E, k, n)`` activations reuses one buffer. Those in-place tricks
 hide the dataflow from a compiler. The functions here state the same computation out of place, so that
 inductor can fuse the elementwise work into as few passes as it finds (on CUDA it emits Triton kernels; with
@@ -28,7 +28,7 @@ def paper_b_loss_and_grad(W: Tensor, v: Tensor, X: Tensor, y: Tensor) -> tuple[T
     """Paper B's empirical loss and gradients, eq. (1) (Chapters 8-11), shared data and one output, out of place.
 
     ``W (E, k, d)``, ``v (E, k)``, ``X (n, d)``, ``y (n,)`` → ``(loss (E,), grad_W (E, k, d), grad_v (E, k))``,
-    the same quantities as :func:`companion.relunet.loss_and_grad` (to rounding). With ``Z = W Xᵀ``
+    the same quantities as :func:`companion.relunet.loss_and_gradient` (to rounding). With ``Z = W Xᵀ``
     ``(E, k, n)``, residuals ``R = vᵀReLU(Z) − y`` ``(E, n)`` and ``M_j = (1/n) Σ_i 1{z_ji > 0} R_i x_i``:
     ``grad_W = v ⊙ M`` and ``grad_v_j = ⟨w_j, M_j⟩`` (ReLU's homogeneity). Two GEMMs, ``4 n d k E`` FLOPs;
     everything else is elementwise or a reduction over ``k`` or ``n`` that a compiler can fuse.

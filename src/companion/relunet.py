@@ -226,10 +226,10 @@ def predict(W: Tensor, V: Tensor, X: Tensor) -> Tensor:
 def loss(W: Tensor, V: Tensor, X: Tensor, Y: Tensor) -> Tensor:
     """Empirical loss ``(1/2n) Σ_i ‖Vᵀ ReLU(W x_i) − y_i‖²`` per member (paper B, eq. (1); Chapter 8), ``(E,)``."""
     _check(W, V, X, Y)
-    return loss_and_grad(W, V, X, Y, need_grad=False)[0]
+    return loss_and_gradient(W, V, X, Y, need_grad=False)[0]
 
 
-def loss_and_grad(
+def loss_and_gradient(
     W: Tensor, V: Tensor, X: Tensor, Y: Tensor, *, train_v: bool = True, need_grad: bool = True
 ) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """Empirical loss and its explicit gradients (paper B, eq. (1); Chapters 8-11). No shape or value checks
@@ -324,14 +324,14 @@ def make_loss_and_grad(X: Tensor, Y: Tensor, *, fixed_v: Tensor | None = None) -
         if "shapes" not in checked or checked["shapes"] != (tuple(W.shape), tuple(V.shape)):
             _check(W, V, X, Y)
             checked["shapes"] = (tuple(W.shape), tuple(V.shape))
-        value, gW, gV = loss_and_grad(W, V, X, Y, train_v=fixed_v is None)
+        value, gW, gV = loss_and_gradient(W, V, X, Y, train_v=fixed_v is None)
         return (value, [gW, gV]) if fixed_v is None else (value, [gW])
 
     return loss_and_grad_fn
 
 
 def loss_and_grad_autograd(W: Tensor, V: Tensor, X: Tensor, Y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Reference for :func:`loss_and_grad` by reverse-mode autograd through ``torch.relu`` (Chapter 8's
+    """Reference for :func:`loss_and_gradient` by reverse-mode autograd through ``torch.relu`` (Chapter 8's
     check; tests). Returns ``(loss (E,), grad_W, grad_V)``."""
     _check(W, V, X, Y)
     W = W.detach().clone().requires_grad_(True)

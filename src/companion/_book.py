@@ -104,26 +104,32 @@ def _records_by_chapter(app) -> dict[str, list[dict]]:
     return {doc: chapter_records(env.get_doctree(doc)) for doc in toc_chapters(Path(app.srcdir)) if doc in env.all_docs}
 
 
-def _chapter_table(app, fromdoc: str):
-    env, srcdir = app.env, Path(app.srcdir)
-    table = nodes.table(classes=["chapter-table", "colwidths-given"])
-    tgroup = nodes.tgroup(cols=3)
+def _row(cells) -> nodes.row:
+    r = nodes.row()
+    for c in cells:
+        entry = nodes.entry()
+        entry += c if isinstance(c, nodes.Node) else nodes.paragraph(text=c)
+        r += entry
+    return r
+
+
+def _table(cls: str, columns: dict[str, int]):
+    """An empty docutils table with a header row: ``(table, body, row)``, where ``row(cells)`` makes a body row."""
+    table = nodes.table(classes=[cls, "colwidths-given"])
+    tgroup = nodes.tgroup(cols=len(columns))
     table += tgroup
-    for width in (32, 46, 22):
+    for width in columns.values():
         tgroup += nodes.colspec(colwidth=width)
     head, body = nodes.thead(), nodes.tbody()
     tgroup += head
     tgroup += body
+    head += _row(list(columns))
+    return table, body, _row
 
-    def row(cells):
-        r = nodes.row()
-        for c in cells:
-            entry = nodes.entry()
-            entry += c if isinstance(c, nodes.Node) else nodes.paragraph(text=c)
-            r += entry
-        return r
 
-    head += row(["Chapter", "Result it reproduces", "Verdict of its claim check"])
+def _chapter_table(app, fromdoc: str):
+    env, srcdir = app.env, Path(app.srcdir)
+    table, body, row = _table("chapter-table", {"Chapter": 32, "Result it reproduces": 46, "Verdict of its claim check": 22})
     for doc in toc_chapters(srcdir):
         if doc not in env.all_docs:
             continue
@@ -157,25 +163,8 @@ def with_math(text: str) -> nodes.paragraph:
 def _coverage_table(app, fromdoc: str):
     by_chapter = _records_by_chapter(app)
     env = app.env
-    table = nodes.table(classes=["coverage-table", "colwidths-given"])
-    tgroup = nodes.tgroup(cols=3)
-    table += tgroup
-    for width in (22, 40, 38):
-        tgroup += nodes.colspec(colwidth=width)
-    head, body = nodes.thead(), nodes.tbody()
-    tgroup += head
-    tgroup += body
-
-    def row(cells):
-        r = nodes.row()
-        for c in cells:
-            entry = nodes.entry()
-            entry += c if isinstance(c, nodes.Node) else nodes.paragraph(text=c)
-            r += entry
-        return r
-
+    table, body, row = _table("coverage-table", {"Result": 22, "Statement": 40, "Checked by (verdict), or why not": 38})
     mark = {"holds": "✅", "erratum": "⚠️", "fails": "❌"}
-    head += row(["Result", "Statement", "Checked by (verdict), or why not"])
     for item in coverage_inventory(Path(app.srcdir)):
         cell = nodes.paragraph()
         hits = [(doc, r) for doc, recs in by_chapter.items() for r in recs if item["id"] in r.get("refs", [])]

@@ -284,12 +284,11 @@ class ClaimCheck:
             return None
         if not self.chapter:
             raise ValueError("ClaimCheck(chapter=...) is needed to write records")
+        from . import device
+
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
-        out = (
-            path / f"{self.chapter}.seed{self.records()[0]['seed_offset'] if self.rows else 0}"
-            f"{'.falsify' if falsify() else ''}.json"
-        )
+        out = path / f"{self.chapter}.seed{device.seed_offset()}{'.falsify' if falsify() else ''}.json"
         out.write_text(json.dumps(self.records(), indent=1, ensure_ascii=False))
         return out
 

@@ -9,7 +9,8 @@ Three modes:
 ``paper``  executes every chapter notebook at paper scale, one at a time (nbclient, the same executor the
            book build uses), and times each. Budget: 25 min for the whole book (5 min per chapter at most).
            ``--scale quick`` executes at quick scale instead; ``--save-dir`` keeps the executed notebooks
-           (benchmarks/gpu_check.sh uses both).
+           (benchmarks/gpu_check.sh uses both); ``--cells N`` also prints each chapter's N slowest cells (from the
+           start and end times nbclient records in every cell's metadata).
 ``cache``  reads the execution time jupyter-cache recorded for each chapter in the last ``make book``
            (``_build/.jupyter_cache``), without executing anything.
 
@@ -108,8 +109,26 @@ def quick(only: str | None) -> list[tuple[str, float, float | None]]:
     return rows
 
 
+def cell_seconds(nb) -> list[tuple[float, int, str]]:
+    """``(seconds, index, first line)`` of every executed code cell of ``nb``, slowest first, from the
+    ``execution`` timestamps nbclient writes into each cell's metadata."""
+    from datetime import datetime
+
+    out = []
+    for i, cell in enumerate(nb.cells):
+        ex = cell.get("metadata", {}).get("execution", {})
+        start, end = ex.get("iopub.execute_input"), ex.get("shell.execute_reply")
+        if cell.cell_type == "code" and start and end:
+            secs = (
+                datetime.fromisoformat(end.replace("Z", "+00:00")) - datetime.fromisoformat(start.replace("Z", "+00:00"))
+            ).total_seconds()
+            first = next((line for line in cell.source.splitlines() if line.strip() and not line.startswith("#")), "")
+            out.append((secs, i, first[:70]))
+    return sorted(out, reverse=True)
+
+
 def paper(
-    only: str | None, timeout: int, scale: str = "paper", save_dir: str | None = None
+    only: str | None, timeout: int, scale: str = "paper", save_dir: str | None = None, cells: int = 0
 ) -> list[tuple[str, float, float | None]]:
     import nbformat
     from nbclient import NotebookClient
@@ -131,6 +150,8 @@ def paper(
             nbformat.write(nb, Path(save_dir) / nb_path.name)
         rows.append((str(nb_path.relative_to(ROOT)) + status, secs, BUDGET[scale if scale == "quick" else "paper"]))
         print(f"  {rows[-1][0]}: {secs:.0f} s", flush=True)
+        for cell_secs, index, first in cell_seconds(nb)[:cells]:
+            print(f"      cell {index:3d}: {cell_secs:6.1f} s  {first}", flush=True)
     if scale == "paper" and not only:
         rows.append(("all chapters", sum(r[1] for r in rows), TOTAL_PAPER_BUDGET))
     return rows
@@ -182,6 +203,7 @@ def main(argv=None) -> None:
         help="paper mode: the scale to execute at; cache mode: the scale `make book` used (sets the budgets)",
     )
     p.add_argument("--save-dir", default=None, help="paper mode: write the executed notebooks here")
+    p.add_argument("--cells", type=int, default=0, help="paper mode: also print each chapter's N slowest cells")
     p.add_argument("--cache-path", default=str(ROOT / "_build" / ".jupyter_cache"))
     p.add_argument("--markdown", default=None, help="also write the table to this file")
     args = p.parse_args(argv)
@@ -190,7 +212,7 @@ def main(argv=None) -> None:
     if args.mode == "quick":
         rows = quick(args.only)
     elif args.mode == "paper":
-        rows = paper(args.only, args.timeout, args.scale, args.save_dir)
+        rows = paper(args.only, args.timeout, args.scale, args.save_dir, args.cells)
     else:
         rows = cache(Path(args.cache_path), args.scale)
     text = table(rows, args.mode)

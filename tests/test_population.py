@@ -200,6 +200,56 @@ def test_find_stationary_converges_from_near_a_saddle():
     assert gn[0] < 1e-9 * max(1.0, P.flatten_params(Ws[0], vs[0]).norm().item())
 
 
+def test_kahan_closure_k2_matches_the_general_closed_forms(gen):
+    """The k = 2 pair-by-pair path of make_loss_and_grad(form="kahan") agrees with loss_and_gradient, including
+    exactly aligned, anti-aligned and zero neurons."""
+    d = 5
+    a = _rand(gen, d)
+    w = _rand(gen, d)
+    W = torch.cat([_rand(gen, 6, 2, d), torch.stack([torch.stack([w, 2 * w]), torch.stack([w, -w]), torch.stack([w, 0 * w])])])
+    v = _rand(gen, len(W), 2)
+    value, (gW, gv) = P.make_loss_and_grad(a, form="kahan")([W, v])
+    L, rW, rv = P.loss_and_gradient(W, v, a)
+    assert torch.allclose(value, L, atol=1e-13) and torch.allclose(gW, rW, atol=1e-13) and torch.allclose(gv, rv, atol=1e-13)
+    assert (gW[-1, 1] == 0).all()  # the zero neuron's gate is 0
+
+
+def test_stationarity_ratio_is_rounding_at_exact_points_and_large_elsewhere(gen):
+    a = torch.zeros(6, dtype=DT)
+    a[0] = 1.0
+    W, v = P.paper_point(torch.tensor([0.5, 3.0, -2.0, -11.0], dtype=DT), 0.7, 2.5, a)
+    assert P.stationarity_ratio(W, v, a).max() < 4
+    W2 = W + 1e-6 * _rand(gen, *W.shape)
+    assert P.stationarity_ratio(W2, v, a).min() > 1e4
+    S = P.stationarity_scale(W, v, a)
+    assert torch.allclose(S, P.flatten_params(W, v).norm(dim=-1) * ((v.abs() * W.norm(dim=-1)).sum(-1) + 1))
+
+
+def test_polish_reaches_the_rounding_floor_near_the_manifolds(gen):
+    a = torch.zeros(4, dtype=DT)
+    a[0] = 1.0
+    W, v = P.paper_point(torch.tensor([1.0, -3.0]), 1.0, 1.5, a)
+    W0, v0 = W + 1e-3 * _rand(gen, *W.shape), v + 1e-3 * _rand(gen, *v.shape)
+    Ws, vs, _ = P.find_stationary(W0, v0, a, iters=100)  # LM first, as in Chapter 6
+    Ws, vs, ratio, steps = P.polish_stationary(Ws, vs, a, iters=60)
+    assert (ratio <= 64).all(), ratio
+    labels, _ = P.classify_stationary(Ws, vs, a, ratio, tol=1e-4, converged=ratio <= 64)
+    assert all("saddle" in lbl or lbl == P.CLASSES[0] for lbl in labels), labels
+
+
+def test_escaping_pair_rule():
+    a = torch.zeros(3, dtype=DT)
+    a[0] = 1.0
+    u = torch.tensor([0.6, 0.8, 0.0], dtype=DT)
+    e = torch.tensor([0.0, -0.8, 0.6], dtype=DT)  # a unit vector orthogonal to u
+    h, beta = 1e-2, 30.0  # finite difference of ReLU along a: f ~ 1{u x > 0} a x
+    b = a - (a @ u) * u
+    W = torch.stack([torch.stack([u + h * b / beta, u]), torch.stack([u, u + 0.5 * e]), torch.stack([a, -a])])
+    v = torch.tensor([[beta / h, -beta / h + (a @ u).item()], [1.0, -1.0], [1.0, -1.0]], dtype=DT)
+    esc = P.escaping_pair(W, v, a)
+    assert esc.tolist() == [True, False, False], (P.loss(W, v, a), esc)
+
+
 def test_hessian_order_is_W_then_v(gen):
     k, d = 3, 4
     W, v, a = _rand(gen, k, d), _rand(gen, k), _rand(gen, d)

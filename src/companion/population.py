@@ -64,6 +64,10 @@ __all__ = [
     "mc_mean",
     "J",
     "find_stationary",
+    "stationarity_scale",
+    "stationarity_ratio",
+    "polish_stationary",
+    "escaping_pair",
     "classify_stationary",
     "CLASSES",
     "effective_pair",
@@ -295,6 +299,33 @@ def _loss_gradient(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tensor, Ten
     return _loss_from(W, v, a, K), v[..., None] * inner, gv
 
 
+def _pair_loss_gradient(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`_loss_gradient` for ``k = 2`` written out pair by pair: the same closed forms and Kahan angle, without
+    the ``(..., k, k, d)`` tensors (a few times fewer operations per GD step; agrees to a few ulps)."""
+    tiny = _tiny(W)
+    w1, w2 = W[..., 0, :], W[..., 1, :]
+    v1, v2 = v[..., 0:1], v[..., 1:2]
+    s1, s2 = (w1 * w1).sum(-1, keepdim=True), (w2 * w2).sum(-1, keepdim=True)
+    nz1, nz2 = s1 > tiny, s2 > tiny
+    n1, n2 = s1.clamp_min(tiny).sqrt(), s2.clamp_min(tiny).sqrt()
+    u1 = torch.where(nz1, w1 / n1, torch.zeros_like(w1))
+    u2 = torch.where(nz2, w2 / n2, torch.zeros_like(w2))
+    dm, dp = u1 - u2, u1 + u2
+    nm, np_ = (dm * dm).sum(-1, keepdim=True), (dp * dp).sum(-1, keepdim=True)
+    th = 2.0 * torch.atan2(nm.clamp_min(tiny).sqrt(), np_.clamp_min(tiny).sqrt())
+    sin, pt = torch.sin(th), math.pi - th
+    n1, n2 = torch.where(nz1, n1, torch.zeros_like(n1)), torch.where(nz2, n2, torch.zeros_like(n2))
+    k12 = n1 * n2 * (sin + pt * torch.cos(th)) / TWO_PI
+    aw1, aw2 = (w1 * a).sum(-1, keepdim=True), (w2 * a).sum(-1, keepdim=True)
+    value = 0.25 * (v1 * v1 * s1 + v2 * v2 * s2) + v1 * v2 * k12 - 0.5 * (v1 * aw1 + v2 * aw2)
+    value = value + 0.5 * (a * a).sum(-1, keepdim=True)
+    in1 = 0.5 * v1 * w1 + v2 * (n2 * sin * u1 + pt * w2) / TWO_PI - 0.5 * a  # E[r 1{w1 x > 0} x]
+    in2 = 0.5 * v2 * w2 + v1 * (n1 * sin * u2 + pt * w1) / TWO_PI - 0.5 * a
+    gW = torch.stack([torch.where(nz1, v1 * in1, torch.zeros_like(in1)), torch.where(nz2, v2 * in2, torch.zeros_like(in2))], -2)
+    gv = torch.cat([0.5 * v1 * s1 + v2 * k12 - 0.5 * aw1, 0.5 * v2 * s2 + v1 * k12 - 0.5 * aw2], -1)
+    return value[..., 0], gW, gv
+
+
 def gram_loss_and_gradient(W: Tensor, V: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Population loss ``½ E‖Vᵀ ReLU(Wx) − A x‖²`` and its gradients from the Gram matrix of the neurons,
     for one or ``r`` outputs (paper B, Appendix A.1-A.2 and E.1; the training loop of Chapters 9 and 11).
@@ -349,7 +380,8 @@ def make_loss_and_grad(
 
     ``form="gram"`` (default) uses :func:`gram_loss_and_gradient` (``E·k²·d`` per step, any ``r``);
     ``form="kahan"`` uses :func:`loss_and_gradient` (Kahan angles, exact where neurons align, e.g. on
-    Theorem 1's saddle manifolds; one output only). Shapes are checked at the first call only.
+    Theorem 1's saddle manifolds; one output only; for ``k = 2`` written out pair by pair, without the
+    ``(E, k, k, d)`` tensors). Shapes are checked at the first call only.
     """
     validation.tensor("target", target, ndim=(1, 2))
     if fixed_v is not None:
@@ -389,6 +421,8 @@ def make_loss_and_grad(
             checked["shapes"] = (tuple(W.shape), tuple(V.shape))
         if form == "gram":
             value, gW, gV = _gram(W, V, target)
+        elif W.shape[-2] == 2:
+            value, gW, gV = _pair_loss_gradient(W, V, target)
         else:
             value, gW, gV = _loss_gradient(W, V, target)
         return (value, [gW, gV]) if fixed_v is None else (value, [gW])
@@ -612,6 +646,105 @@ def find_stationary(W: Tensor, v: Tensor, a: Tensor, iters: int = 100, damping: 
     return W_out, v_out, flatten_params(gW, gv).norm(dim=-1)
 
 
+def stationarity_scale(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
+    """The size of the terms that cancel in the population gradient, ``S = ‖θ‖ (Σ_j |v_j| ‖w_j‖ + ‖a‖)`` (Chapter 6).
+
+    With ``|g(w_l, w_j)| ≤ ‖w_j‖`` and ``|k(w_l, w_j)| ≤ ‖w_l‖‖w_j‖/2``, every term of ``∇_{w_l}L`` is at most
+    ``|v_l| (Σ_j |v_j|‖w_j‖ + ‖a‖)`` and every term of ``∇_{v_l}L`` at most ``‖w_l‖ (Σ_j |v_j|‖w_j‖ + ‖a‖)``, so
+    ``S`` bounds the terms' norm and the computed gradient of an exact stationary point is a few ``ε·S``
+    (``ε`` the dtype's resolution). ``W (..., k, d)``, ``v (..., k)``, ``a (d,)`` → ``(...)``.
+    """
+    _check_net(W, v, a)
+    theta = flatten_params(W, v).norm(dim=-1)
+    return theta * ((v.abs() * W.norm(dim=-1)).sum(-1) + a.norm(dim=-1))
+
+
+def stationarity_ratio(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
+    """``‖∇L‖ / (ε S)`` with ``S`` from :func:`stationarity_scale` and ``ε`` the dtype's resolution (Theorem 1,
+    Chapter 6): a point is stationary to the dtype's resolution when this is at most a few dozen.
+    ``W (..., k, d)``, ``v (..., k)``, ``a (d,)`` → ``(...)``."""
+    _check_net(W, v, a)
+    g = flatten_params(*_loss_gradient(W, v, a)[1:]).norm(dim=-1)
+    return g / (torch.finfo(W.dtype).eps * stationarity_scale(W, v, a))
+
+
+def polish_stationary(
+    W: Tensor, v: Tensor, a: Tensor, *, iters: int = 60, rcond: float = 1e-12
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Newton polish of approximate stationary points to the dtype's resolution (Theorem 1, Chapter 6).
+
+    Each step is the minimum-norm least-squares solution of ``H δ = −∇L`` (closed-form Hessian, singular values
+    below ``rcond`` times the largest dropped: the stationary sets are manifolds, so ``H`` is singular on them),
+    with backtracking (``δ, δ/4, δ/16, …``) that keeps a step only if ``‖∇L‖`` decreases. Newton's step converges
+    quadratically onto a manifold of zeros with a constant-rank Hessian and linearly along directions where the
+    gradient is quadratic (Theorem 1's flat valleys). Stops when no member improves for three iterations.
+    ``W (E, k, d)``, ``v (E, k)``, ``a (d,)``. Returns ``(W, v, ratio (E,), steps_taken (E,))`` with ``ratio`` from
+    :func:`stationarity_ratio`.
+    """
+    _check_net(W, v, a)
+    validation.positive_int("iters", iters)
+    k, d = W.shape[-2], W.shape[-1]
+    theta = flatten_params(W, v).clone()
+
+    def gnorm(th):
+        WW, vv = unflatten_params(th, k, d)
+        g = flatten_params(*_loss_gradient(WW, vv, a)[1:])
+        return g, g.norm(dim=-1)
+
+    grad, gn = gnorm(theta)
+    taken = torch.zeros(theta.shape[:-1], dtype=torch.long, device=theta.device)
+    idle = 0
+    for _ in range(iters):
+        H = hessian(*unflatten_params(theta, k, d), a)
+        step = -torch.linalg.lstsq(H.cpu(), grad.cpu()[..., None], rcond=rcond, driver="gelsd").solution[..., 0].to(theta)
+        improved = torch.zeros_like(gn, dtype=torch.bool)
+        t = 1.0
+        for _ in range(6):
+            new = theta + t * torch.where(improved[..., None], torch.zeros_like(step), step)
+            g_new, gn_new = gnorm(new)
+            ok = ~improved & torch.isfinite(gn_new) & (gn_new < gn)
+            theta = torch.where(ok[..., None], new, theta)
+            grad = torch.where(ok[..., None], g_new, grad)
+            gn = torch.where(ok, gn_new, gn)
+            improved |= ok
+            if bool(improved.all()):
+                break
+            t /= 4
+        taken += improved.long()
+        idle = 0 if bool(improved.any()) else idle + 1
+        if idle >= 3:
+            break
+    W_out, v_out = unflatten_params(theta, k, d)
+    return W_out, v_out, stationarity_ratio(W_out, v_out, a), taken
+
+
+def escaping_pair(
+    W: Tensor, v: Tensor, a: Tensor, *, loss_band: float = 0.01, max_angle: float = 0.1, min_output: float = 2.0
+) -> Tensor:
+    """k = 2 points on the valley that leads to infinity next to Theorem 1's manifolds (Chapter 6), ``(E,)`` bool.
+
+    Two nearly parallel neurons with large output weights of opposite signs compute, as the weights grow and the
+    angle shrinks, ``f(x) → 1{uᵀx > 0} aᵀx`` (a finite difference of ReLU): loss ``→ ‖a‖²/4`` from below and
+    gradient ``→ 0``, with no stationary point at a finite distance. The rule: loss in
+    ``[(1/4 − loss_band)‖a‖², ‖a‖²/4)``, angle between the neurons ``≤ max_angle``, ``v_1 v_2 < 0`` and
+    ``|v_l| ‖w_l‖ ≥ min_output ‖a‖`` for both neurons. ``W (E, 2, d)``, ``v (E, 2)``, ``a (d,)``.
+    """
+    if v.shape[-1] != 2:
+        raise ValueError("escaping_pair is about k = 2")
+    _check_net(W, v, a)
+    na2 = (a * a).sum()
+    L = loss(W, v, a)
+    th = angle(W[..., 0, :], W[..., 1, :])
+    out = v.abs() * W.norm(dim=-1)
+    return (
+        (L >= (0.25 - loss_band) * na2)
+        & (L < 0.25 * na2)
+        & (th <= max_angle)
+        & (v[..., 0] * v[..., 1] < 0)
+        & (out >= min_output * na2.sqrt()).all(-1)
+    )
+
+
 CLASSES = (
     "global optimum",
     "Theorem 1 saddle (c > 0)",
@@ -624,11 +757,20 @@ CLASSES = (
 
 
 def classify_stationary(
-    W: Tensor, v: Tensor, a: Tensor, grad_norm: Tensor, *, grad_tol: float = 1e-9, tol: float = 1e-6
+    W: Tensor,
+    v: Tensor,
+    a: Tensor,
+    grad_norm: Tensor,
+    *,
+    grad_tol: float = 1e-9,
+    tol: float = 1e-6,
+    converged: Tensor | None = None,
 ) -> tuple[list[str], Tensor]:
     """Classify k = 2 points by Theorem 1 (Chapter 6); returns ``(labels (E,), c (E,))`` (c NaN where undefined).
 
-    ``W (E, 2, d)``, ``v (E, 2)``, ``a (d,)``, ``grad_norm (E,)`` (from :func:`find_stationary`).
+    ``W (E, 2, d)``, ``v (E, 2)``, ``a (d,)``, ``grad_norm (E,)`` (from :func:`find_stationary`). A point counts as
+    stationary when ``grad_norm ≤ grad_tol ‖a‖ max(1, ‖θ‖)``, or, when the bool mask ``converged (E,)`` is given
+    (e.g. ``stationarity_ratio(...) ≤ c`` after :func:`polish_stationary`), where it is true.
 
     In the signed convention the optimum has effective weights ``v_i w_i = a`` for both neurons, one with
     ``w ∥ a``, one with ``w ∥ −a``; the saddle family has both neurons parallel to the same ``s·a`` and
@@ -654,7 +796,11 @@ def classify_stationary(
     c = (eff.gather(-2, pos[..., None, None].expand(-1, 1, W.shape[-1]))[..., 0, :] @ a) / na**2 - 1
     labels = []
     for e in range(v.shape[0]):
-        if not grad_norm[e] <= grad_tol * na * max(1.0, float(flatten_params(W[e], v[e]).norm())):
+        if converged is not None:
+            stationary = bool(converged[e])
+        else:
+            stationary = bool(grad_norm[e] <= grad_tol * na * max(1.0, float(flatten_params(W[e], v[e]).norm())))
+        if not stationary:
             labels.append(CLASSES[5])
         elif L[e] <= tol**2 * na**2:
             labels.append(CLASSES[0])

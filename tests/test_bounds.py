@@ -522,3 +522,41 @@ def test_proof_log_ratios_equal_the_checked_functions(gen):
                 r = r.flatten(1).amax(1) if r.ndim > 1 else r
                 want = r.view(2, -1).amax(0) if r.shape[0] == 40 else r
             assert torch.allclose(row, want, rtol=1e-10), k
+
+
+def test_ray_degree_removes_the_known_correction():
+    s = torch.logspace(2, 4, 5, dtype=torch.float64)
+    gamma = torch.tensor([0.7, -2.0, 5.0], dtype=torch.float64)
+    lam = s.view(-1, 1) ** 6 * 3.0 * torch.exp(gamma * s.view(-1, 1) ** -4)
+    assert torch.allclose(bounds.ray_degree(s, lam, 4), torch.full((3,), 6.0, dtype=torch.float64), atol=1e-12)
+    plain = (lam[-1].log() - lam[0].log()) / (s[-1].log() - s[0].log())
+    assert (plain - 6).abs().max() > 1e-9  # without the correction the slope is off
+    with pytest.raises(ValueError, match="positive"):
+        bounds.ray_degree(s, -lam, 4)
+    with pytest.raises(ValueError, match="R = len"):
+        bounds.ray_degree(s[:3], lam[:3], 4)
+
+
+def test_linear_net_hessian_degree_along_rays(gen):
+    """For a linear network the Hessian norm along s W0 has degree 2L - 2 (float64 agreement after the correction)."""
+    from companion import curvature
+
+    for L in (2, 3):
+        W0 = deepnet.init_params([3] + [4] * (L - 1) + [1], 3, generator=gen)
+        W0 = [w / deepnet.norm(W0).view(-1, 1, 1) for w in W0]
+        X = deepnet.ball_data(6, 3, generator=gen)
+        y = torch.full((6,), 0.5, dtype=torch.float64)
+        s = torch.logspace(8 / L, 8 / L + 2, 5, dtype=torch.float64)
+        P = [(s.view(1, -1, 1, 1) * w.unsqueeze(1)).reshape(-1, *w.shape[1:]) for w in W0]
+        H = curvature.hessian(curvature.deepnet_loss_fn(P, X, y, "linear"), curvature.flatten(P))
+        lam = torch.linalg.eigvalsh(H).abs().amax(-1).view(3, -1).T
+        assert (bounds.ray_degree(s, lam, L) - (2 * L - 2)).abs().max() < 1e-10
+
+
+def test_proof_probes_batches_activations(gen):
+    out = bounds.proof_probes([2, 2, 1], ("linear", "sigmoid"), statements=("A.5", "4.3"), starts=2, steps=5, generator=gen)
+    assert set(out) == {"linear", "sigmoid"} and all(set(v) == {"A.5", "4.3"} for v in out.values())
+    assert out["linear"]["A.5"].max() >= 1 - 1e-12  # delta_L = 1 for the linear activation
+    assert out["sigmoid"]["A.5"].max() <= 0.25 + 1e-12  # sigmoid' <= 1/4
+    with pytest.raises(ValueError, match="distinct"):
+        bounds.proof_probes([2, 2, 1], ("linear", "linear"), generator=gen)

@@ -25,6 +25,7 @@ Theorem 4.8's proof tracks recorded through :func:`observers`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -415,6 +416,29 @@ def observers() -> dict:
     return {"grad_norm_sq": gd.grad_norm_sq, "param_norm": gd.param_norm}
 
 
+def ray_degree(s, lam, correction: int) -> Tensor:
+    """Per-ray growth exponent of ``lam`` along ``s`` with a known correction removed: the least-squares fit of
+    ``log lam = p log s + c + γ s^{−correction}`` for every ray (column), returning the ``p``, ``(E,)``.
+
+    ``s``: ``(R,)`` positive; ``lam``: ``(R, E)`` positive, one ray per column, ``R ≥ 4``. For a linear network the
+    Hessian along ``W = sW_0`` is exactly ``s^{2L−2} A − s^{L−2} B``, so its norm is
+    ``s^{2L−2} ‖A‖ (1 + γ s^{−L} + O(s^{−2L}))`` and ``correction = L`` leaves an ``O(s^{−2L})`` error in ``p``.
+    Paper A, Lemma 4.5's degree ``2L − 2`` (Chapter 2).
+    """
+    s = validation.tensor("s", torch.as_tensor(s, dtype=torch.float64), ndim=1)
+    lam = validation.tensor("lam", torch.as_tensor(lam), ndim=2)
+    if lam.shape[0] != s.shape[0] or s.shape[0] < 4:
+        raise ValueError(f"lam must be (R, E) with R = len(s) >= 4, got s {tuple(s.shape)} and lam {tuple(lam.shape)}")
+    if not (bool((s > 0).all()) and bool((lam > 0).all())):
+        raise ValueError("ray_degree fits logarithms: s and lam must be positive")
+    validation.positive_int("correction", correction)
+    s = s.to(dtype=torch.float64, device="cpu")
+    design = torch.stack([torch.log(s), torch.ones_like(s), s ** (-float(correction))], 1)  # (R, 3)
+    scale = design.abs().amax(0)  # columns of comparable size for the solver
+    coef = torch.linalg.lstsq(design / scale, torch.log(lam.to(dtype=torch.float64, device="cpu"))).solution
+    return coef[0] / scale[0]
+
+
 # -------------------------------------------------------------------------- Theorem 4.8: the constants
 @dataclass(frozen=True)
 class RateConstants:
@@ -758,60 +782,220 @@ PROOF_STEPS = ("4.1", "14", *APPENDIX_A)
 STATEMENTS = (*LEMMAS, *PROOF_STEPS)
 
 
-def proof_log_ratios(params1, params2, X: Tensor, y: Tensor, act) -> dict[str, Tensor]:
-    """``log(LHS/RHS)`` of every statement of :data:`STATEMENTS` per member, largest over inputs and layers (and,
-    for the one-parameter statements, over ``W1`` and ``W2``): ``{"4.3": (E,), …, "A.6": (E,)}``.
+# The right-hand sides of every statement as rows of monomials ``c · a^i b^j r^k`` (``a = ‖W1‖``, ``b = ‖W2‖``,
+# ``r = ‖W2 − W1‖``), so that the adversarial search evaluates all of them with one product and one logsumexp.
+# Keys: a statement, or ``statement:a`` / ``statement:b`` for a one-parameter statement at ``W1`` / ``W2``; each
+# value is a list of rows (layers), each row a list of ``(log c, i, j, k)``. Lemma 4.5's loss factor and Lemma
+# 4.1 (not a polynomial in the norms) are added by the caller.
+def _poly(log_c: float, pairs, on: str = "ab", r_power: int = 0) -> list[tuple[float, int, int, int]]:
+    """Monomials ``c · x^p y^q r^k`` from exponent pairs ``(p, q)`` (repeats counted) of the variables ``on``."""
+    out = []
+    for (p, q), count in sorted(Counter((int(p), int(q)) for p, q in pairs).items()):
+        e = {"a": 0, "b": 0}
+        e[on[0]] += p
+        if len(on) > 1:
+            e[on[1]] += q
+        out.append((log_c + math.log(count), e["a"], e["b"], r_power))
+    return out
+
+
+def _rhs_rows(L: int, dm: int) -> dict[str, list[list[tuple[float, int, int, int]]]]:
+    half = 0.5 * math.log(dm)
+    tri = lambda deg: [(j, k) for j in range(deg + 1) for k in range(deg + 1 - j)]  # j + k <= deg
+    power = lambda lo, hi: [(i, 0) for i in range(lo, hi + 1)]  # Σ_{i=lo}^{hi} x^i
+    rows: dict[str, list] = {
+        "4.3": [_poly(half, tri(L - 1), r_power=1)],
+        "4.4": [_poly(math.log(4 * dm * L**3), tri(2 * L - 2), r_power=1)],
+        "4.5": [_poly(math.log(8 * C_J * dm * L**3), tri(2 * L - 2), r_power=1)],
+        "A.2": [_poly(half, tri(ell - 1), r_power=1) for ell in range(1, L + 1)],
+        "A.6": [_poly(half, lemma_a6_exponents(ell, L), r_power=1) for ell in range(1, L + 1)],
+    }
+    rows["A.4"] = rows["A.2"]
+    for w in "ab":
+        rows[f"14:{w}"] = [_poly(half + math.log(L), power(0, L - 1), on=w)]
+        rows[f"A.1:{w}"] = [_poly(half, power(1, ell), on=w) for ell in range(1, L + 1)]
+        rows[f"A.3:{w}"] = [_poly(half, power(0, ell), on=w) for ell in range(L + 1)]
+        rows[f"A.5:{w}"] = [_poly(0.0, [(L - ell, 0)], on=w) for ell in range(1, L + 1)]
+    return rows
+
+
+_RHS_KEYS = {
+    "4.3": ("4.3",),
+    "4.4": ("4.4",),
+    "4.5": ("4.5",),
+    "4.1": (),
+    "14": ("14:a", "14:b"),
+    "A.1": ("A.1:a", "A.1:b"),
+    "A.2": ("A.2",),
+    "A.3": ("A.3:a", "A.3:b"),
+    "A.4": ("A.4",),
+    "A.5": ("A.5:a", "A.5:b"),
+    "A.6": ("A.6",),
+}
+
+
+@functools.lru_cache(maxsize=64)
+def _rhs_table(L: int, dm: int, keys: tuple[str, ...]) -> tuple[Tensor, Tensor, Tensor, list[tuple[str, int, int]]]:
+    """The monomials of the rows of ``keys``, flat: ``(exponents (T, 3), log coefficients (T,), one-hot row
+    membership (T, R), [(key, first row, rows)])``."""
+    table = _rhs_rows(L, dm)
+    rows, spans = [], []
+    for key in keys:
+        spans.append((key, len(rows), len(table[key])))
+        rows.extend(table[key])
+    flat = [(c, p, q, k, i) for i, row in enumerate(rows) for c, p, q, k in row]
+    exps = torch.tensor([m[1:4] for m in flat], dtype=torch.float64)
+    logc = torch.tensor([m[0] for m in flat], dtype=torch.float64)
+    member = torch.zeros(len(flat), len(rows), dtype=torch.float64)
+    member[torch.arange(len(flat)), torch.tensor([m[4] for m in flat])] = 1.0
+    return exps, logc, member, spans
+
+
+def _log_rhs(a: Tensor, b: Tensor, r: Tensor, L: int, dm: int, keys: tuple[str, ...]) -> dict[str, Tensor]:
+    """``log`` of the rows of ``keys`` per member, ``{key: (E, rows)}``: every monomial's log from one product,
+    each row's ``logsumexp`` shifted by its largest term (``0 · log 0 = 0``, so ``x^0 = 1`` even at ``x = 0``)."""
+    exps, logc, member, spans = _rhs_table(L, dm, keys)
+    exps, logc, member = exps.to(a), logc.to(a), member.to(a)
+    logs = torch.log(torch.stack([a, b, r], -1))  # (E, 3)
+    if bool(torch.isfinite(logs).all()):
+        terms = logs @ exps.T + logc  # (E, T)
+    else:  # a zero norm
+        terms = torch.where(exps == 0, torch.zeros_like(exps), exps * logs.unsqueeze(1)).sum(-1) + logc
+    row = member.argmax(1).expand_as(terms)
+    shift = torch.full((terms.shape[0], member.shape[1]), -math.inf, dtype=terms.dtype, device=terms.device)
+    shift = shift.scatter_reduce(1, row, terms.detach(), "amax")  # (E, R), finite: every row has a monomial
+    out = shift + torch.log(torch.exp(terms - shift.gather(1, row)) @ member)
+    return {key: out[:, i : i + k] for key, i, k in spans}
+
+
+def proof_log_ratios(params1, params2, X: Tensor, y: Tensor, act, statements: Sequence[str] = STATEMENTS) -> dict[str, Tensor]:
+    """``log(LHS/RHS)`` of the statements of :data:`STATEMENTS` asked for (all by default) per member, largest over
+    inputs and layers (and, for the one-parameter statements, over ``W1`` and ``W2``): ``{"4.3": (E,), …}``.
 
     The same values as :func:`lemma_4_3`, :func:`lemma_4_4`, :func:`lemma_4_5`, :func:`lemma_4_1`,
-    :func:`equation_14` and :func:`appendix_a`, from one forward and one
-    backward pass per parameter and without their per-call checks (the inner loop of :func:`proof_probe`; the
-    arguments are checked once here). ``X``: ``(E, n, d)`` or ``(n, d)``; ``y``: ``(E, n)`` or ``(n,)``.
-    Paper A, Lemmas 4.3–4.5, Lemma 4.1, eq. (14), Lemmas A.1–A.6 (Chapter 2).
+    :func:`equation_14` and :func:`appendix_a`, from one forward and one backward pass per parameter, every
+    right-hand side from one table of monomials, and without their per-call checks (the inner loop of
+    :func:`proof_probe`; the arguments are checked once here). ``X``: ``(E, n, d)`` or ``(n, d)``; ``y``:
+    ``(E, n)`` or ``(n,)``. Paper A, Lemmas 4.3–4.5, Lemma 4.1, eq. (14), Lemmas A.1–A.6 (Chapter 2).
     """
     _check_devices(params1, params2, X, y)
     sigma = check_assumptions(act)
+    statements = tuple(statements)
+    unknown = [k for k in statements if k not in STATEMENTS]
+    if unknown or not statements:
+        raise ValueError(f"statements must be a non-empty selection of {STATEMENTS}, got {statements!r}")
     p1, p2 = list(params1), list(params2)
-    L, dm = len(p1), deepnet.widths_of(p1)
-    dm = max(dm)
+    L, dm = len(p1), max(deepnet.widths_of(p1))
     a, b = deepnet.norm(p1), deepnet.norm(p2)
     r = deepnet.norm([v - u for u, v in zip(p1, p2)])
+    rhs = _log_rhs(a, b, r, L, dm, tuple(key for k in statements for key in _RHS_KEYS[k]))
     outs = []
     for p in (p1, p2):
         zs, hs = deepnet.forward_all(p, X, sigma)
         outs.append((zs, hs, deepnet.backward_deltas(p, zs, sigma)))
     (z1, h1, d1), (z2, h2, d2) = outs
+    f1, f2 = h1[-1][..., 0], h2[-1][..., 0]
     vnorm = lambda vs: torch.stack([v.norm(dim=-1) for v in vs], -1)  # (E, n, K)
     vdiff = lambda us, vs: vnorm([v - u for u, v in zip(us, vs)])
-    lr = lambda lhs, rhs: (torch.log(lhs + 1e-300) - torch.log(rhs).unsqueeze(1)).flatten(1).amax(1)
-    per_w = lambda f, vals: torch.maximum(*[lr(vnorm(v), f(n)) for v, n in zip(vals, (a, b))])
-    layers = range(1, L + 1)
-    grads = [[dl.unsqueeze(-1) * hl.unsqueeze(-2) for dl, hl in zip(d, h[:-1])] for d, h in ((d1, h1), (d2, h2))]
-    gnorm = [_grad_norms(g, 2) for g in grads]  # (E, n) each
-    gchange = _grad_norms([v - u for u, v in zip(*grads)], 2)
-    f1, f2 = h1[-1][..., 0], h2[-1][..., 0]
-    n = f1.shape[-1]
-    G = [[(2.0 / n) * ((f - y).unsqueeze(-1).unsqueeze(-1) * gl).sum(1) for gl in g] for f, g in ((f1, grads[0]), (f2, grads[1]))]
-    lhs41 = _grad_norms([v - u for u, v in zip(*G)], 1)
-    rhs41 = lemma_4_1_rhs((f2 - f1).abs(), gnorm[1], (f1 - y).abs(), gchange)
-    eq14 = torch.maximum(
-        *[
-            (torch.log(g + 1e-300) - torch.log(gradient_norm_bound(nw, L, dm)).unsqueeze(1)).amax(1)
-            for g, nw in zip(gnorm, (a, b))
+    lr = lambda lhs, log_rhs: (torch.log(lhs + 1e-300) - log_rhs.unsqueeze(1)).flatten(1).amax(1)  # (E, n, K), (E, K)
+    per_w = lambda key, v1, v2: torch.maximum(lr(v1, rhs[key + ":a"]), lr(v2, rhs[key + ":b"]))
+    out: dict[str, Tensor] = {}
+    if {"4.1", "4.4", "4.5", "14"} & set(statements):
+        grads = [[dl.unsqueeze(-1) * hl.unsqueeze(-2) for dl, hl in zip(d, h[:-1])] for d, h in ((d1, h1), (d2, h2))]
+        gnorm = [_grad_norms(g, 2) for g in grads]  # (E, n) each
+        gchange = _grad_norms([v - u for u, v in zip(*grads)], 2)
+        n = f1.shape[-1]
+        G = [
+            [(2.0 / n) * ((f - y).unsqueeze(-1).unsqueeze(-1) * gl).sum(1) for gl in g]
+            for f, g in ((f1, grads[0]), (f2, grads[1]))
         ]
+        lhs41 = torch.log(_grad_norms([v - u for u, v in zip(*G)], 1) + 1e-300)
+        if "4.4" in statements:
+            out["4.4"] = lr(gchange.unsqueeze(-1), rhs["4.4"])
+        if "4.5" in statements:
+            out["4.5"] = lhs41 - rhs["4.5"][:, 0] - torch.log1p(torch.sqrt(((f1 - y) ** 2).mean(-1)))
+        if "4.1" in statements:
+            out["4.1"] = lhs41 - torch.log(lemma_4_1_rhs((f2 - f1).abs(), gnorm[1], (f1 - y).abs(), gchange))
+        if "14" in statements:
+            out["14"] = per_w("14", gnorm[0].unsqueeze(-1), gnorm[1].unsqueeze(-1))
+    if "4.3" in statements:
+        out["4.3"] = lr((f2 - f1).abs().unsqueeze(-1), rhs["4.3"])
+    if "A.1" in statements:
+        out["A.1"] = per_w("A.1", vnorm(z1), vnorm(z2))
+    if "A.2" in statements:
+        out["A.2"] = lr(vdiff(z1, z2), rhs["A.2"])
+    if "A.3" in statements:
+        out["A.3"] = per_w("A.3", vnorm(h1), vnorm(h2))
+    if "A.4" in statements:
+        out["A.4"] = lr(vdiff(h1[1:], h2[1:]), rhs["A.4"])
+    if "A.5" in statements:
+        out["A.5"] = per_w("A.5", vnorm(d1), vnorm(d2))
+    if "A.6" in statements:
+        out["A.6"] = lr(vdiff(d1, d2), rhs["A.6"])
+    return {k: out[k] for k in statements}
+
+
+def _blockwise(acts: Sequence[activations.Activation], block: int) -> activations.Activation:
+    """One activation per block of ``block`` consecutive members (leading axis), as a single
+    :class:`companion.activations.Activation` with the largest of the blocks' constants."""
+    if len(acts) == 1:
+        return acts[0]
+
+    def split(name):
+        def f(z):
+            return torch.cat([getattr(act, name)(z[i * block : (i + 1) * block]) for i, act in enumerate(acts)], 0)
+
+        return f
+
+    consts = [act.constants() for act in acts]
+    top = {k: max(c[k] for c in consts) for k in consts[0]}
+    d2 = split("d2") if all(act.d2 is not None for act in acts) else None
+    return activations.Activation(
+        "+".join(act.name for act in acts), split("fn"), split("d1"), d2, top["c0"], top["c1"], top["c2"], top["c3"], True
     )
-    loss1 = ((f1 - y) ** 2).mean(-1)
+
+
+def proof_probes(
+    widths: Sequence[int],
+    acts: Sequence,
+    *,
+    statements: Sequence[str] = PROOF_STEPS,
+    starts: int = 16,
+    steps: int = 200,
+    n: int = 2,
+    lr: float = 0.05,
+    generator: torch.Generator | None = None,
+    device=None,
+    dtype=None,
+) -> dict[str, dict[str, Tensor]]:
+    """:func:`proof_probe` for several activations in one ensemble of ``len(acts) · len(statements) · starts``
+    members (one Adam run; each member keeps its own activation and statement). Returns
+    ``{activation name: {statement: (starts,)}}``, the best ratio ``LHS/RHS`` seen per start.
+
+    Paper A, Lemmas 4.1, 4.3–4.5, eq. (14), Lemmas A.1–A.6 (Chapter 2).
+    """
+    validation.positive_int("starts", starts)
+    statements = tuple(statements)
+    unknown = [k for k in statements if k not in STATEMENTS]
+    if unknown or not statements:
+        raise ValueError(f"statements must be a non-empty selection of {STATEMENTS}, got {statements!r}")
+    sigmas = [check_assumptions(act) for act in acts]
+    if not sigmas or len({sg.name for sg in sigmas}) != len(sigmas):
+        raise ValueError(f"acts must be a non-empty list of distinct activations, got {acts!r}")
+    block = len(statements) * starts
+    sigma = _blockwise(sigmas, block)
+
+    def objective(w1, w2, X, y):
+        ratios = proof_log_ratios(w1, w2, X, y, sigma, statements)
+        table = torch.stack([ratios[k] for k in statements])  # (K, E)
+        E = table.shape[1]
+        which = (torch.arange(E, device=table.device) % block) // starts
+        return table.gather(0, which.unsqueeze(0)).squeeze(0)
+
+    best = _adversarial_search(widths, sigma, len(sigmas) * block, steps, n, lr, objective, generator, device, dtype)
     return {
-        "4.3": lr((f2 - f1).abs().unsqueeze(-1), lemma_4_3_rhs(a, b, r, L, dm).unsqueeze(-1)),
-        "4.4": lr(gchange.unsqueeze(-1), lemma_4_4_rhs(a, b, r, L, dm).unsqueeze(-1)),
-        "4.5": torch.log(lhs41 + 1e-300) - torch.log(lemma_4_5_rhs(a, b, r, loss1, L, dm)),
-        "4.1": torch.log(lhs41 + 1e-300) - torch.log(rhs41),
-        "14": eq14,
-        "A.1": per_w(lambda nw: torch.stack([lemma_a1_rhs(nw, l, dm) for l in layers], -1), (z1, z2)),
-        "A.2": lr(vdiff(z1, z2), torch.stack([lemma_a2_rhs(a, b, r, l, dm) for l in layers], -1)),
-        "A.3": per_w(lambda nw: torch.stack([lemma_a3_rhs(nw, l, dm) for l in range(L + 1)], -1), (h1, h2)),
-        "A.4": lr(vdiff(h1[1:], h2[1:]), torch.stack([lemma_a4_rhs(a, b, r, l, dm) for l in layers], -1)),
-        "A.5": per_w(lambda nw: torch.stack([lemma_a5_rhs(nw, l, L) for l in layers], -1), (d1, d2)),
-        "A.6": lr(vdiff(d1, d2), torch.stack([lemma_a6_rhs(a, b, r, l, L, dm) for l in layers], -1)),
+        sg.name: {k: best[i * block + j * starts : i * block + (j + 1) * starts] for j, k in enumerate(statements)}
+        for i, sg in enumerate(sigmas)
     }
 
 
@@ -838,21 +1022,9 @@ def proof_probe(
     statement's worst case; the statement says it is at most 1). Paper A, Lemmas 4.1, 4.3–4.5, eq. (14),
     Lemmas A.1–A.6 (Chapter 2).
     """
-    validation.positive_int("starts", starts)
-    statements = tuple(statements)
-    unknown = [k for k in statements if k not in STATEMENTS]
-    if unknown or not statements:
-        raise ValueError(f"statements must be a non-empty selection of {STATEMENTS}, got {statements!r}")
     sigma = check_assumptions(act)
-
-    def objective(w1, w2, X, y):
-        ratios = proof_log_ratios(w1, w2, X, y, sigma)
-        table = torch.stack([ratios[k] for k in statements])  # (K, E)
-        E = table.shape[1]
-        return table.gather(0, (torch.arange(E, device=table.device) // starts).unsqueeze(0)).squeeze(0)
-
-    best = _adversarial_search(widths, act, len(statements) * starts, steps, n, lr, objective, generator, device, dtype)
-    return {k: best[i * starts : (i + 1) * starts] for i, k in enumerate(statements)}
+    kw = dict(statements=statements, starts=starts, steps=steps, n=n, lr=lr, generator=generator, device=device, dtype=dtype)
+    return proof_probes(widths, [sigma], **kw)[sigma.name]
 
 
 # ------------------------------------------------------------------------ fast paths for long GD runs

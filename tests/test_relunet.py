@@ -199,3 +199,43 @@ def test_mixed_devices_and_dtypes_raise_clear_errors(stand_in):
         with pytest.raises(ValueError, match=match):
             call()
     assert k == W.shape[1]
+
+
+def test_train_until_decided_matches_engine_and_freezes_decided_members():
+    g = _gen(5)
+    d, n, E = 6, 60, 4
+    a = rn.unit_target(d, device="cpu")
+    X, Y = rn.gaussian_data(n, d, a, ensemble=E, generator=g, device="cpu")
+    W, v = rn.theorem2_init(d, E, 0.1, generator=g, device="cpu")
+    ref = gd.run(rn.make_loss_and_grad(X, Y), [W, v], 300, 0.1)
+    out = rn.train_until_decided(
+        lambda idx: rn.make_loss_and_grad(X[idx], Y[idx]),
+        [W, v],
+        300,
+        0.1,
+        decided=lambda p, idx: torch.zeros(idx.numel(), dtype=torch.bool),
+        chunk=70,
+        snapshot_at=[100],
+        observers={"err": lambda p, idx: rn.planted_error(p[0], p[1], a)},
+    )
+    assert all(torch.allclose(x, y, rtol=0, atol=1e-13) for x, y in zip(out["params"], ref.params))
+    assert (out["stopped_at"] == 300).all() and set(out["snapshots"]) == {100, 300}
+    mid = gd.run(rn.make_loss_and_grad(X, Y), [W, v], 100, 0.1)
+    assert torch.allclose(out["snapshots"][100]["err"], rn.planted_error(*mid.params, a), atol=1e-13)
+    # stop member 0 after the first chunk: it keeps that state and its later snapshots
+    rule = lambda p, idx: idx == 0  # noqa: E731
+    out = rn.train_until_decided(
+        lambda idx: rn.make_loss_and_grad(X[idx], Y[idx]),
+        [W, v],
+        300,
+        0.1,
+        decided=rule,
+        chunk=50,
+        snapshot_at=[100],
+        observers={"err": lambda p, idx: rn.planted_error(p[0], p[1], a)},
+    )
+    first = gd.run(rn.make_loss_and_grad(X[:1], Y[:1]), [W[:1], v[:1]], 50, 0.1)
+    assert out["stopped_at"].tolist() == [50, 300, 300, 300]
+    assert torch.allclose(out["params"][0][0], first.params[0][0], atol=1e-14)
+    assert torch.allclose(out["snapshots"][300]["err"][0], rn.planted_error(*first.params, a)[0], atol=1e-14)
+    assert torch.allclose(out["params"][0][1:], ref.params[0][1:], atol=1e-13)

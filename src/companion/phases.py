@@ -304,3 +304,157 @@ def mcnemar_exact(right_a, right_b) -> float:
     if na + nb == 0:
         return 1.0
     return float(st.binom.sf(nb - 1, na + nb, 0.5))
+
+
+def snapshot_run(loss_and_grad, params, steps: int, step_size, *, every: int, record_at, observers=None, desc: str = "GD"):
+    """:func:`companion.gd.run` in segments of ``every`` steps, keeping the parameters at every segment boundary
+    (Chapter 8's linearised refinement phase needs the state inside the refinement window, per member).
+
+    The trajectory and the recorded history are those of one ``gd.run`` over ``steps`` steps (same arithmetic,
+    the history rows at ``record_at`` concatenated). Returns ``(result, snaps)``: a
+    :class:`companion.gd.GDResult` and ``snaps = {"iterations": (S,) numpy, "params": [tensor (S, E, ...), ...]}``
+    with the parameters before step ``t`` for ``t = 0, every, 2 every, ... < steps``.
+    """
+    from . import gd
+
+    validation.positive_int("steps", steps)
+    validation.positive_int("every", every)
+    rec = np.unique(np.asarray(record_at, dtype=np.int64))
+    if rec.size == 0 or rec.min() < 0 or rec.max() > steps:
+        raise ValueError(f"record_at must lie in [0, {steps}]")
+    bounds = list(range(0, steps, every)) + [steps]
+    cur = [p.detach().clone() for p in params]
+    rows: dict = {}
+    its, snap_it, snap_p = [], [], []
+    div_at = None
+    for b0, b1 in zip(bounds[:-1], bounds[1:]):
+        last = b1 == steps
+        want = rec[(rec >= b0) & ((rec < b1) | (last & (rec == b1)))]
+        snap_it.append(b0)
+        snap_p.append([p.clone() for p in cur])
+        res = gd.run(
+            loss_and_grad,
+            cur,
+            b1 - b0,
+            step_size,
+            record_at=np.union1d(want - b0, [0, b1 - b0]),
+            observers=observers,
+            progress=False,
+            desc=desc,
+        )
+        got = res.iterations.cpu().numpy() + b0
+        keep = torch.as_tensor(np.isin(got, want), device=res.iterations.device)
+        for k, v in res.history.items():
+            rows.setdefault(k, []).append(v[keep])
+        its.append(got[keep.cpu().numpy()])
+        seg_div = torch.where(res.diverged_at >= 0, res.diverged_at + b0, res.diverged_at)
+        div_at = seg_div if div_at is None else torch.where(div_at >= 0, div_at, seg_div)
+        cur = res.params
+    iterations = torch.as_tensor(np.concatenate(its), device=cur[0].device)
+    history = {k: torch.cat(v) for k, v in rows.items()}
+    result = gd.GDResult(
+        params=cur,
+        iterations=iterations,
+        history=history,
+        diverged=div_at >= 0,
+        diverged_at=div_at,
+        meta={"steps": steps, "segments": len(bounds) - 1},
+    )
+    snaps = {"iterations": np.array(snap_it), "params": [torch.stack(z) for z in zip(*snap_p)]}
+    return result, snaps
+
+
+def linearised_errors(W_start: Tensor, v_start: Tensor, W_end: Tensor, v_end: Tensor, X: Tensor, a: Tensor, mu, offsets):
+    """The planted error ``h = ‖diag(|v|)W − W*‖`` predicted by GD linearised at its limit (Theorem 2's local
+    refinement phase, Chapter 8).
+
+    Near an exact fit the Hessian of the empirical loss is the Gauss-Newton matrix ``H = JᵀJ/n`` at the limit
+    ``θ* = (W_end, v_end)``, and GD moves the deviation ``δ = θ − θ*`` by ``δ ← (I − μH) δ``. Started from
+    ``δ_0 = θ_start − θ*``, after ``s`` steps ``δ_s = Σ_j (1 − μλ_j)^s (u_jᵀδ_0) u_j`` over the eigenpairs of ``H``,
+    and the error's first-order part is ``‖v*_i δw_i + δv_i w*_i‖`` summed over the neurons (the rescaling
+    directions, ``λ = 0``, do not change it). ``W_start, W_end (E, k, d)``, ``v_start, v_end (E, k)``,
+    ``X (n, d)``, ``a (d,)``, ``mu`` a float or ``(E,)``; ``offsets``: ``(E, S)`` or a list of ``E`` 1-D arrays of
+    steps after the start (``≥ 0``) → predicted errors of the same layout (numpy).
+    """
+    validation.same_device(W_start=W_start, v_start=v_start, W_end=W_end, v_end=v_end, X=X, a=a)
+    validation.tensor("W_end", W_end, ndim=3)
+    validation.tensor("v_end", v_end, ndim=2)
+    validation.tensor("X", X, ndim=2)
+    E, k, d = W_end.shape
+    n = X.shape[0]
+    if len(offsets) != E:
+        raise ValueError(f"need one row of offsets per member (E = {E}), got {len(offsets)}")
+    mu = np.broadcast_to(np.asarray(mu, dtype=float), (E,))
+    Wn, vn = W_end.cpu().numpy(), v_end.cpu().numpy()
+    out = []
+    chunk = 16  # members per eigendecomposition batch (bounds the memory of J: chunk·n·k(d + 1) numbers)
+    for s0 in range(0, E, chunk):
+        sl = slice(s0, min(E, s0 + chunk))
+        Wc, vc = W_end[sl], v_end[sl]
+        pre = torch.einsum("nd,ekd->enk", X, Wc)
+        Jw = (vc[:, None, :, None] * (pre > 0).to(X.dtype)[..., None] * X[None, :, None, :]).reshape(-1, n, k * d)
+        J = torch.cat([Jw, torch.relu(pre)], -1)
+        lam, U = torch.linalg.eigh(J.transpose(1, 2) @ J / n)
+        delta0 = torch.cat([(W_start[sl] - Wc).reshape(-1, k * d), v_start[sl] - vc], -1)
+        c = torch.einsum("epj,ep->ej", U, delta0).cpu().numpy()
+        lam, U = lam.cpu().numpy(), U.cpu().numpy()
+        for j, e in enumerate(range(sl.start, sl.stop)):
+            s = np.asarray(offsets[e], dtype=float)
+            fac = np.clip(1 - mu[e] * lam[j], 0, None)
+            D = fac[None, :] ** s[:, None] * c[j][None, :]  # (S, p)
+            dl = D @ U[j].T
+            dW, dv = dl[:, : k * d].reshape(-1, k, d), dl[:, k * d :]
+            lin = vn[e][None, :, None] * dW + dv[..., None] * Wn[e][None]  # (S, k, d)
+            out.append(np.sqrt((lin**2).sum((1, 2))))
+    return np.stack(out) if isinstance(offsets, np.ndarray) and offsets.ndim == 2 else out
+
+
+def linearised_rates(
+    iterations,
+    error,
+    snaps,
+    W_end: Tensor,
+    v_end: Tensor,
+    X: Tensor,
+    a: Tensor,
+    mu,
+    *,
+    low: float = 1e-10,
+    high: float = 1e-5,
+    confidence: float = 0.99,
+) -> dict:
+    """Measured and predicted contraction factors of the refinement phase, per member (Theorem 2's linear rate;
+    Chapter 8).
+
+    For each member the start ``t_0`` is the last snapshot (:func:`snapshot_run`) at or before the first recorded
+    iteration with ``error < high``; the fit uses the recorded iterations ``t ≥ t_0`` with ``low < error < high``.
+    ``q`` (with its ``confidence`` interval ``q_low, q_high``) is :func:`companion.stats.semilog_slope` of the
+    measured error there; ``q_lin`` is the same fit on the errors that GD linearised at the limit predicts from
+    the state at ``t_0`` (:func:`linearised_errors`), at the same iterations. ``iterations (R,)``, ``error (R, E)``,
+    ``snaps`` from :func:`snapshot_run`, ``W_end (E, k, d)``, ``v_end (E, k)``, ``X (n, d)`` → dict of ``(E,)``
+    arrays ``q, q_low, q_high, q_lin, t0, h0`` (``h0``: the error at ``t_0``, the size of the neglected
+    quadratic terms) and ``points``.
+    """
+    from .stats import semilog_slope
+
+    it, err = _arr(iterations).astype(np.int64), _arr(error).astype(float)
+    E = err.shape[1]
+    s_it = _arr(snaps["iterations"]).astype(np.int64)
+    below = err < high
+    if not below.any(0).all():
+        raise ValueError("some member never enters the window below `high`")
+    first = it[below.argmax(0)]
+    t0 = np.array([s_it[s_it <= f].max() for f in first])
+    idx = np.searchsorted(s_it, t0)
+    Ws, vs = snaps["params"][0][idx, np.arange(E)], snaps["params"][1][idx, np.arange(E)]
+    sel = [(it >= t0[e]) & (err[:, e] > low) & (err[:, e] < high) for e in range(E)]
+    pred = linearised_errors(Ws, vs, W_end, v_end, X, a, mu, [it[m] - t0[e] for e, m in enumerate(sel)])
+    out = {key: np.full(E, np.nan) for key in ("q", "q_low", "q_high", "q_lin", "h0")}
+    out["t0"], out["points"] = t0, np.array([m.sum() for m in sel])
+    for e, m in enumerate(sel):
+        out["h0"][e] = err[it.searchsorted(t0[e]), e] if t0[e] in it else np.nan
+        if m.sum() >= 3:
+            f = semilog_slope(it[m], err[m, e], confidence)
+            out["q"][e], out["q_low"][e], out["q_high"][e] = np.exp([f.slope, f.low, f.high])
+            out["q_lin"][e] = np.exp(semilog_slope(it[m], pred[e], confidence).slope)
+    return out

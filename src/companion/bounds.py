@@ -1065,14 +1065,15 @@ class Tracker:
     def __call__(self, params, loss, grads, t):
         E = loss.shape[0]
         flat_g = torch.cat([g.reshape(E, -1) for g in grads], 1)
-        g2 = (flat_g * flat_g).sum(1)
+        g2 = torch.linalg.vecdot(flat_g, flat_g)
         flat_w = torch.cat([w.reshape(E, -1) for w in params], 1)
-        a = torch.sqrt((flat_w * flat_w).sum(1))
+        a = torch.linalg.vector_norm(flat_w, dim=1)
         if self._powers is None or self._powers.device != a.device or self._powers.dtype != a.dtype:
             self._powers = torch.arange(2 * self.L - 1, device=a.device, dtype=a.dtype)
+            k = self.kappa.to(a) if isinstance(self.kappa, Tensor) else torch.as_tensor(self.kappa).to(a)
+            self._scale = k * math.exp(-self.log_rho)  # κ/ρ per member
         total = torch.pow(a.unsqueeze(1), self._powers).sum(1)  # Σ_{i=0}^{2L-2} ‖W‖^i
-        k = self.kappa.to(loss) if isinstance(self.kappa, Tensor) else self.kappa
-        eta_t = k * math.exp(-self.log_rho) / ((1 + torch.sqrt(loss.clamp_min(0))) * total)
+        eta_t = self._scale / ((1 + torch.sqrt(loss.clamp_min(0))) * total)
         s = self._state
         if s is None or t == 0:
             inf = torch.full_like(loss, float("inf"))
@@ -1096,12 +1097,12 @@ class Tracker:
     def _check_step(self, loss: Tensor) -> None:
         """Lemma 4.7's inequality for the step from the previous state to the one with loss ``loss``."""
         s = self._state
-        excess = loss - s["prev_loss"] + s["prev_eta"] * s["prev_g2"] / (2 * self.L)
-        ok = torch.isfinite(excess)
+        excess = torch.addcmul(loss - s["prev_loss"], s["prev_eta"], s["prev_g2"], value=1.0 / (2 * self.L))
+        excess.nan_to_num_(nan=-math.inf, posinf=-math.inf)  # a non-finite step counts as neither (the engine flags it)
         band = self.tol * s["prev_loss"]
-        s["worst_excess"] = torch.where(ok, torch.maximum(s["worst_excess"], excess), s["worst_excess"])
-        s["violations"] = s["violations"] + (ok & (excess > band)).to(loss)
-        s["ambiguous"] = s["ambiguous"] + (ok & (excess.abs() <= band)).to(loss)
+        s["worst_excess"] = torch.maximum(s["worst_excess"], excess)
+        s["violations"] += excess > band
+        s["ambiguous"] += excess.abs() <= band
 
     def _sync(self, loss: Tensor) -> None:
         # gd.run calls the rule, then the observers, with the same loss tensor at t < steps; at t = steps the rule

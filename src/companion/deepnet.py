@@ -167,6 +167,10 @@ def backward_deltas(params: Sequence[Tensor], zs: Sequence[Tensor], act) -> list
     if len(zs) != len(params):
         raise ValueError(f"need one pre-activation per layer: {len(params)} layers but {len(zs)} tensors zs")
     validation.same_device(params=params[0], **{f"zs[{i}]": z for i, z in enumerate(zs)})
+    return _backward_unchecked(params, zs, sigma)
+
+
+def _backward_unchecked(params: Sequence[Tensor], zs: Sequence[Tensor], sigma: activations.Activation) -> list[Tensor]:
     deltas = [sigma.d1(zs[-1])]
     for ell in range(len(params) - 2, -1, -1):
         # row-vector form of w_{ℓ+1}ᵀ δ_{ℓ+1}: (E, n, d_{ℓ+1}) @ (E, d_{ℓ+1}, d_ℓ)
@@ -187,10 +191,10 @@ def _loss_and_gradient_unchecked(
     zs, hs = _forward_unchecked(params, X, sigma)
     residual = hs[-1][..., 0] - y  # (E, n)
     n = residual.shape[-1]
-    deltas = backward_deltas(params, zs, sigma)
+    deltas = _backward_unchecked(params, zs, sigma)
     coef = (2.0 / n) * residual.unsqueeze(-1)  # J_i'(F_i)/n, (E, n, 1)
     grads = [torch.matmul((coef * delta).transpose(1, 2), h) for delta, h in zip(deltas, hs[:-1])]
-    return (residual**2).mean(dim=-1), grads
+    return (residual * residual).mean(dim=-1), grads
 
 
 def loss_and_gradient(params: Sequence[Tensor], X: Tensor, y: Tensor, act) -> tuple[Tensor, list[Tensor]]:

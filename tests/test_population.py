@@ -306,7 +306,7 @@ def test_kahan_closure_is_exact_at_aligned_neurons():
 def test_several_tensors_must_share_device_and_dtype(gen):
     W, v, a = _rand(gen, 2, 3, 4), _rand(gen, 2, 3), _rand(gen, 4)
     meta = torch.empty(4, dtype=DT, device="meta")
-    for fn in (P.loss, P.gradient, P.loss_and_gradient, P.hessian, P.effective_error):
+    for fn in (P.loss, P.gradient, P.loss_and_gradient, P.hessian, P.effective_error, P.stationarity_scale, P.stationarity_ratio):
         with pytest.raises(ValueError, match="meta"):
             fn(W, v, meta)
         with pytest.raises(ValueError):
@@ -325,6 +325,11 @@ def test_several_tensors_must_share_device_and_dtype(gen):
             fn(Q, Q.float())
     with pytest.raises(ValueError, match="meta"):
         P.lemma_terms(W[:, :2], torch.zeros(4, dtype=DT, device="meta"))
+    for fn in (P.polish_stationary, P.escaping_pair):
+        with pytest.raises(ValueError, match="meta"):
+            fn(W[:, :2], v[:, :2], meta)
+        with pytest.raises(ValueError):
+            fn(W[:, :2], v[:, :2].float(), a)
 
 
 def test_target_forms_reproduce_the_terms_for_any_target(gen):

@@ -673,9 +673,10 @@ def polish_stationary(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Newton polish of approximate stationary points to the dtype's resolution (Theorem 1, Chapter 6).
 
-    Each step is the minimum-norm least-squares solution of ``H δ = −∇L`` (closed-form Hessian, singular values
-    below ``rcond`` times the largest dropped: the stationary sets are manifolds, so ``H`` is singular on them),
-    with backtracking (``δ, δ/4, δ/16, …``) that keeps a step only if ``‖∇L‖`` decreases. Newton's step converges
+    Each step is the minimum-norm least-squares solution of ``H δ = −∇L`` (closed-form Hessian, pseudo-inverse by
+    its eigendecomposition, eigenvalues below ``rcond`` times the largest in modulus dropped: the stationary sets
+    are manifolds, so ``H`` is singular on them), with backtracking (``δ, δ/4, δ/16, …``) that keeps a step only
+    if ``‖∇L‖`` decreases. Newton's step converges
     quadratically onto a manifold of zeros with a constant-rank Hessian and linearly along directions where the
     gradient is quadratic (Theorem 1's flat valleys). Stops when no member improves for three iterations.
     ``W (E, k, d)``, ``v (E, k)``, ``a (d,)``. Returns ``(W, v, ratio (E,), steps_taken (E,))`` with ``ratio`` from
@@ -696,7 +697,7 @@ def polish_stationary(
     idle = 0
     for _ in range(iters):
         H = hessian(*unflatten_params(theta, k, d), a)
-        step = -torch.linalg.lstsq(H.cpu(), grad.cpu()[..., None], rcond=rcond, driver="gelsd").solution[..., 0].to(theta)
+        step = -(torch.linalg.pinv(H, rtol=rcond, hermitian=True) @ grad[..., None])[..., 0]
         improved = torch.zeros_like(gn, dtype=torch.bool)
         t = 1.0
         for _ in range(6):

@@ -159,6 +159,25 @@ def test_divergence_iteration_freeze_and_history_match_reference(gen):
             assert bool(torch.isfinite(row[:-1]).all())
 
 
+def test_nonfinite_gradient_between_records_matches_reference(gen):
+    """A NaN or inf gradient at an iteration that is not recorded (even with a tiny step) is flagged at that
+    iteration and the member frozen there, as in the reference loop."""
+    E, steps = 4, 40
+    params = _params(E, gen)
+    curv = torch.ones(E, dtype=F64)
+    eta = torch.tensor([0.5, 1e-300, 0.3, 0.7], dtype=F64)
+    poison = {29: (1, math.inf), 31: (2, math.nan)}
+    record_at = [0, 10, 40]
+    res = gd.run(quadratic(curv, poison), params, steps, eta, record_at=record_at, progress=False)
+    ref_p, _, ref_h, ref_at = reference_run(quadratic(curv, poison), params, steps, eta, record_at)
+    assert res.diverged_at.tolist() == [-1, 29, 31, -1]
+    assert torch.equal(res.diverged_at, ref_at)
+    for p, q in zip(res.params, ref_p):
+        _same(p, q)
+    for k in ref_h:
+        _same(res.history[k], ref_h[k])
+
+
 def test_nonfinite_new_params_flag_at_the_step(gen):
     """A finite loss and gradient whose step overflows: flagged at that iteration, frozen before it."""
     E = 3

@@ -108,6 +108,16 @@ def finite_rows(x: Tensor) -> Tensor:
     return torch.isfinite(x.mul(0).sum(dim=tuple(range(1, x.ndim))))  # no copy for a strided x
 
 
+def _finite_all(tensors: Sequence[Tensor]) -> Tensor:
+    """``(E,)`` bool: whether every entry of member ``e`` of every tensor is finite: :func:`finite_rows` with one
+    finiteness test for all tensors (the ``0·x`` row sums are 0 or NaN, so their sum is too)."""
+    sums = [x.mul(0).sum(dim=tuple(range(1, x.ndim))) if x.ndim > 1 else x.mul(0) for x in tensors]
+    total = sums[0]
+    for extra in sums[1:]:
+        total = total + extra
+    return torch.isfinite(total)
+
+
 def _progress_enabled(progress: bool | None, work: int) -> bool:
     if progress is not None:
         return progress
@@ -207,9 +217,11 @@ def run(
         if loss.shape != (E,):
             raise ValueError(f"loss_and_grad must return a loss of shape ({E},), got {tuple(loss.shape)}")
         finite = torch.isfinite(loss)
-        for g in grads:
-            finite &= finite_rows(g)
-        flag(alive & ~finite, t)
+        if last or not isinstance(t, int) or t in slot:
+            # a non-finite gradient elsewhere makes θ − η g non-finite, which update() flags at the same t and
+            # freezes at the same iterate; only a recorded state needs it flagged before the record
+            finite &= _finite_all(grads)
+        flag(alive.gt(finite), t)  # alive & ~finite in one kernel
         alive.logical_and_(finite)
         eta = torch.full_like(loss, float("nan")) if last else rule(params, loss, grads, t if isinstance(t, int) else 0)
         return loss, grads, eta
@@ -225,9 +237,8 @@ def run(
         # member at its last finite iterate (flagged at this iteration)
         news = [torch.addcmul(p, eta.view(shape), g, value=-1) for p, g, shape in zip(params, grads, views)]
         ok = torch.isfinite(eta)
-        for new in news:
-            ok &= finite_rows(new)
-        flag(alive & ~ok, t)
+        ok &= _finite_all(news)
+        flag(alive.gt(ok), t)  # alive & ~ok in one kernel
         alive.logical_and_(ok)
         for p, new, shape in zip(params, news, views):
             if new.dtype == p.dtype:

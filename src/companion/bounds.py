@@ -935,9 +935,18 @@ def proof_log_ratios(params1, params2, X: Tensor, y: Tensor, act, statements: Se
     return {k: out[k] for k in statements}
 
 
-def _blockwise(acts: Sequence[activations.Activation], block: int) -> activations.Activation:
-    """One activation per block of ``block`` consecutive members (leading axis), as a single
-    :class:`companion.activations.Activation` with the largest of the blocks' constants."""
+def blockwise_activation(acts: Sequence, block: int) -> activations.Activation:
+    """One activation per block of ``block`` consecutive members: member ``e`` (leading axis of every tensor the
+    activation sees, ``(E, …)`` with ``E = len(acts) · block``) uses ``acts[e // block]``. Returns a single
+    :class:`companion.activations.Activation` with the largest of the blocks' constants, so that one ensemble
+    (one engine run, one search) holds several activations. Each must satisfy paper A's assumptions.
+
+    Paper A, Assumption 3.1 (Chapters 2–3).
+    """
+    validation.positive_int("block", block)
+    acts = [check_assumptions(act) for act in acts]
+    if not acts or len({act.name for act in acts}) != len(acts):
+        raise ValueError(f"acts must be a non-empty list of distinct activations, got {[a.name for a in acts]!r}")
     if len(acts) == 1:
         return acts[0]
 
@@ -980,10 +989,8 @@ def proof_probes(
     if unknown or not statements:
         raise ValueError(f"statements must be a non-empty selection of {STATEMENTS}, got {statements!r}")
     sigmas = [check_assumptions(act) for act in acts]
-    if not sigmas or len({sg.name for sg in sigmas}) != len(sigmas):
-        raise ValueError(f"acts must be a non-empty list of distinct activations, got {acts!r}")
     block = len(statements) * starts
-    sigma = _blockwise(sigmas, block)
+    sigma = blockwise_activation(sigmas, block)
 
     def objective(w1, w2, X, y):
         ratios = proof_log_ratios(w1, w2, X, y, sigma, statements)

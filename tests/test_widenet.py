@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from torch.func import hessian, jacrev, jvp
@@ -221,3 +222,64 @@ def test_bad_inputs(gen):
         wn.output_hvp(p, X[0], p, net, method="dense")
     with pytest.raises(ValueError, match="equal shapes"):
         wn.gram_drift(torch.zeros(1, 2, 2, dtype=DT), torch.zeros(1, 3, 3, dtype=DT))
+
+
+def test_ball_measurements_flags(gen):
+    """hessian=False skips every Lanczos quantity; taylor=False keeps the norm and drops the Ritz-vector ones."""
+    net, p, X = _setup(gen, "fc", m=16, H=2)
+    full = wn.ball_measurements(p, X, 0.5, net, iters=6, generator=torch.Generator().manual_seed(3))
+    none = wn.ball_measurements(p, X, 0.5, net, iters=6, generator=torch.Generator().manual_seed(3), hessian=False)
+    no_t = wn.ball_measurements(p, X, 0.5, net, iters=6, generator=torch.Generator().manual_seed(3), taylor=False)
+    assert not {"hess", "hess_conv", "taylor"} & set(none) and {"hess", "hess_conv"} <= set(no_t)
+    assert "taylor" not in no_t and torch.allclose(no_t["hess"], full["hess"], rtol=1e-12)
+    for k in none:
+        assert torch.equal(none[k], full[k]), k
+
+
+def test_radius_measurements_reuse_one_direction(gen):
+    """Each radius moves along the directions of ball_measurements (same draws): equal drifts at equal D; the
+    drifts are linear and the Taylor remainder quadratic at small D."""
+    net, p, X = _setup(gen, "fc", m=16, H=2)
+    radii = [1e-4, 2e-4, 0.5]
+    r = wn.radius_measurements(p, X, radii, net, iters=8, generator=torch.Generator().manual_seed(5))
+    assert all(v.shape == (3, 2) for k, v in r.items() if k not in ("hess", "hess_conv"))
+    b = wn.ball_measurements(p, X, 0.5, net, iters=8, generator=torch.Generator().manual_seed(5))
+    for k in ("gram_adv_entry", "feat_z", "back_drift"):
+        assert torch.allclose(r[k][2], b[k], rtol=1e-10), k
+        assert torch.allclose(r[k][1] / r[k][0], torch.full((2,), 2.0, dtype=DT), rtol=1e-3), k
+    assert torch.allclose(r["taylor"][1] / r["taylor"][0], torch.full((2,), 4.0, dtype=DT), rtol=1e-3)
+    a = wn.radius_sweep(16, 2, radii, n=4, d=3, members=2, data_seed=0, init_seed=1, iters=6)
+    assert a["taylor"].shape == (3, 2) and a["hess"].shape == (2,)
+    with pytest.raises(ValueError, match="radii"):
+        wn.radius_measurements(p, X, [0.1, 0.0], net)
+
+
+def test_radius_exponent_recovers_the_exponent_with_its_corrections():
+    """Y = c D^e (1 + κ1 D + κ2 D² + κ3 D³) per member: the exponent is recovered to within the widened interval,
+    which excludes e ± 1; a bare log-log slope over the same radii is off by more than the widening."""
+    radii = np.asarray([2.0**-k for k in range(10, 2, -1)])
+    rng = np.random.default_rng(0)
+    for e in (1.0, 2.0):
+        k1, k2, k3 = rng.uniform(0.5, 3.0, (3, 8))
+        Y = (
+            rng.uniform(0.1, 1.0, 8)
+            * radii[:, None] ** e
+            * (1 + k1 * radii[:, None] + k2 * radii[:, None] ** 2 + k3 * radii[:, None] ** 3)
+        )
+        f = wn.radius_exponent(radii, Y, 0.999)
+        assert f.contains(e) and not f.contains(e + 1) and not f.contains(e - 1)
+        assert f.high - f.low < 1e-2
+        bare = np.polyfit(np.log(radii), np.log(Y[:, 0]), 1)[0]
+        assert abs(bare - e) > (f.high - f.low) / 2
+    with pytest.raises(ValueError, match="R >= order"):
+        wn.radius_exponent(radii[:4], Y[:4])
+    with pytest.raises(ValueError, match="positive"):
+        wn.radius_exponent(radii, -Y)
+
+
+def test_series_keeps_the_points_that_measured_a_key():
+    res = [{"a": np.ones(2), "b": np.full(2, 2.0)}, {"a": np.ones(2)}, {"a": np.ones(2), "b": np.full(2, 4.0)}]
+    x, Y = wn.series(res, [1, 2, 3], "b")
+    assert x.tolist() == [1, 3] and Y.shape == (2, 2) and Y[1, 0] == 4.0
+    with pytest.raises(ValueError, match="no point"):
+        wn.series(res, [1, 2, 3], "c")

@@ -51,18 +51,51 @@ def _chunk(n: int, d: int, B: int, budget: int = 20_000_000) -> int:
     return max(1, min(B, budget // max(n * d, 1)))
 
 
+def _outer_features(X: Tensor) -> tuple[Tensor, Tensor] | None:
+    """The upper triangles of the ``x_i x_iᵀ``, ``(n, d(d+1)/2)``, with their indices; ``None`` when too large
+    (then the moments are built pair by pair)."""
+    n, d = X.shape
+    if n * d * (d + 1) // 2 > 40_000_000:
+        return None
+    iu = torch.triu_indices(d, d, device=X.device)
+    return X[:, iu[0]] * X[:, iu[1]], iu
+
+
+def _moments(X: Tensor, u: Tensor, w: Tensor, feats) -> Tensor:
+    n, d = X.shape
+    gates = (((X @ u.T) >= 0) & ((X @ w.T) >= 0)).T.to(X.dtype)  # (B, n)
+    if feats is None:
+        out = []
+        step = _chunk(n, d, u.shape[0])
+        for s in range(0, u.shape[0], step):
+            Xg = gates[s : s + step].unsqueeze(-1) * X  # (b, n, d)
+            out.append(Xg.transpose(1, 2) @ X / n)
+        return torch.cat(out, 0)
+    Z, iu = feats
+    flat = gates @ Z / n  # (B, d(d+1)/2): one matrix product for every pair
+    M = torch.zeros(u.shape[0], d, d, dtype=X.dtype, device=X.device)
+    M[:, iu[0], iu[1]] = flat
+    M[:, iu[1], iu[0]] = flat
+    return M
+
+
 def empirical_gate_moment(X: Tensor, u: Tensor, w: Tensor) -> Tensor:
     """``M̂(u_b, w_b) = (1/n) Σ_i 1{x_iᵀu_b ≥ 0} 1{x_iᵀw_b ≥ 0} x_i x_iᵀ`` for every pair ``b`` (paper B, Section 6.7;
-    Chapter 12). ``X``: ``(n, d)``; ``u, w``: ``(B, d)`` → ``(B, d, d)``. Computed in chunks of pairs."""
+    Chapter 12). ``X``: ``(n, d)``; ``u, w``: ``(B, d)`` → ``(B, d, d)``. The upper triangles of all pairs come from
+    one matrix product of the ``(B, n)`` gates with the ``(n, d(d+1)/2)`` outer products ``x_i x_iᵀ``."""
     _check_pairs(X, u, w)
+    return _moments(X, u, w, _outer_features(X))
+
+
+def _deviation(X: Tensor, u: Tensor, w: Tensor, feats) -> Tensor:
     n, d = X.shape
-    gates = ((X @ u.T) >= 0) & ((X @ w.T) >= 0)  # (n, B)
     out = []
-    step = _chunk(n, d, u.shape[0])
+    step = max(1, min(u.shape[0], 5_000_000 // (d * d)))
     for s in range(0, u.shape[0], step):
-        g = gates[:, s : s + step].T.to(X.dtype)  # (b, n)
-        Xg = g.unsqueeze(-1) * X  # (b, n, d)
-        out.append(Xg.transpose(1, 2) @ X / n)
+        diff = _moments(X, u[s : s + step], w[s : s + step], feats) - population.gate_second_moment(
+            u[s : s + step], w[s : s + step]
+        )
+        out.append(_sym_opnorm(diff))
     return torch.cat(out, 0)
 
 
@@ -70,15 +103,7 @@ def deviation(X: Tensor, u: Tensor, w: Tensor) -> Tensor:
     """``‖M̂(u_b, w_b) − M(u_b, w_b)‖_op`` for every pair, shape ``(B,)`` (Theorem 10's quantity; Chapter 12).
     ``M`` from :func:`companion.population.gate_second_moment`."""
     _check_pairs(X, u, w)
-    n, d = X.shape
-    out = []
-    step = _chunk(n, d, u.shape[0])
-    for s in range(0, u.shape[0], step):
-        diff = empirical_gate_moment(X, u[s : s + step], w[s : s + step]) - population.gate_second_moment(
-            u[s : s + step], w[s : s + step]
-        )
-        out.append(_sym_opnorm(diff))
-    return torch.cat(out, 0)
+    return _deviation(X, u, w, _outer_features(X))
 
 
 def _sym_opnorm(A: Tensor) -> Tensor:
@@ -107,7 +132,7 @@ def random_search(X: Tensor, evaluations: int, *, generator: torch.Generator | N
     validation.tensor("X", X, ndim=2)
     validation.positive_int("evaluations", evaluations)
     u, w = random_pairs(evaluations, X.shape[1], generator=generator, like=X)
-    return torch.cummax(deviation(X, u, w), 0).values
+    return torch.cummax(_deviation(X, u, w, _outer_features(X)), 0).values
 
 
 def search_sup(
@@ -141,7 +166,8 @@ def search_sup(
         eu, ew = extra_pairs
         validation.same_device(X=X, extra_u=eu, extra_w=ew)
         u, w = torch.cat([u, _unit(eu)]), torch.cat([w, _unit(ew)])
-    vals = deviation(X, u, w)
+    feats = _outer_features(X)  # shared by every evaluation of the search
+    vals = _deviation(X, u, w, feats)
     trace = [vals]
     best = torch.topk(vals, chains).indices
     cu, cw, cv = u[best], w[best], vals[best]
@@ -150,7 +176,7 @@ def search_sup(
         xi = randn((2, chains, proposals, d), generator=generator, dtype=X.dtype, device=X.device) / math.sqrt(d)
         pu = _unit(cu.unsqueeze(1) + s.view(-1, 1, 1) * xi[0])
         pw = _unit(cw.unsqueeze(1) + s.view(-1, 1, 1) * xi[1])
-        pv = deviation(X, pu.reshape(-1, d), pw.reshape(-1, d)).view(chains, proposals)
+        pv = _deviation(X, pu.reshape(-1, d), pw.reshape(-1, d), feats).view(chains, proposals)
         trace.append(pv.reshape(-1))
         top, idx = pv.max(1)
         ok = top > cv

@@ -572,6 +572,8 @@ def ball_measurements(
     iters: int = 12,
     generator: torch.Generator | None = None,
     ball_hessian: bool = False,
+    hessian: bool = True,
+    taylor: bool = True,
 ) -> dict:
     """Everything Chapter 13 measures at one width/depth/radius, per member (each value ``(E,)``):
 
@@ -590,6 +592,10 @@ def ball_measurements(
       ``back_l2``: ``max_h ‖b_h(θ0+h)‖₂`` along it (:func:`backward_drift`); ``resid``: ``‖f(θ0+h) − f(θ0)‖/√n``
       along it (the residual's change, paper C's ``‖r‖ ≤ ‖r_0‖ + T√n D``);
     * ``M``: ``max_h ‖b_h(θ0)‖_∞`` (:func:`backward_sup_norm`); ``J``: ``‖J(θ0)‖/√n``; ``G0``: ``max |G_H(θ0)|``.
+
+    ``hessian=False`` skips the Lanczos runs (no ``hess``, ``hess_conv``, ``hess_ball``, ``taylor``);
+    ``taylor=False`` skips the Ritz vector and the Taylor remainders along it (``taylor``, ``taylor_rand``), which
+    halves the Lanczos work (the vector is rebuilt by a second pass of the recurrence).
     """
     E, m, d, H = _check(params, X=X)
     _check_X(X, d, E)
@@ -606,18 +612,22 @@ def ball_measurements(
     for name, h in dirs.items():
         ent, op = gram_drift(last_layer_gram(add(params, h), X, net), G0)
         out[f"gram_{name}_entry"], out[f"gram_{name}_op"] = ent, op
-    hn, hist, v = output_hessian_norm(
-        params, X[..., 0, :], net, iters=iters, generator=generator, return_history=True, return_vector=True
-    )
-    out["hess"], out["hess_conv"] = hn, hist[:, -1] / hist[:, max((3 * iters) // 4 - 1, 0)]
-    if ball_hessian:
-        out["hess_ball"] = output_hessian_norm(add(params, h_adv), X[..., 0, :], net, iters=iters, generator=generator)
-    hv = scale_to(v, D)
-    x1 = X[..., :1, :]
-    out["taylor"] = torch.maximum(
-        taylor_remainder(params, x1, hv, net)[:, 0], taylor_remainder(params, x1, {k: -t for k, t in hv.items()}, net)[:, 0]
-    )
-    out["taylor_rand"] = taylor_remainder(params, x1, dirs["rand"], net)[:, 0]
+    if hessian:
+        res = output_hessian_norm(
+            params, X[..., 0, :], net, iters=iters, generator=generator, return_history=True, return_vector=taylor
+        )
+        hn, hist = res[0], res[1]
+        out["hess"], out["hess_conv"] = hn, hist[:, -1] / hist[:, max((3 * iters) // 4 - 1, 0)]
+        if ball_hessian:
+            out["hess_ball"] = output_hessian_norm(add(params, h_adv), X[..., 0, :], net, iters=iters, generator=generator)
+        if taylor:
+            hv = scale_to(res[2], D)
+            x1 = X[..., :1, :]
+            out["taylor"] = torch.maximum(
+                taylor_remainder(params, x1, hv, net)[:, 0],
+                taylor_remainder(params, x1, {k: -t for k, t in hv.items()}, net)[:, 0],
+            )
+            out["taylor_rand"] = taylor_remainder(params, x1, dirs["rand"], net)[:, 0]
     fd = feature_drift(params, X, dirs["gd"], net)
     out["feat_x"], out["feat_z"] = fd["x"].max(1).values, fd["z"].max(1).values
     bd = backward_drift(params, X, dirs["gd"], net)
@@ -666,6 +676,74 @@ def loss_hessian_measurements(
     return {k: t.detach() for k, t in out.items()}
 
 
+def radius_measurements(
+    params: Params,
+    X: Tensor,
+    radii,
+    net: Net = Net(),
+    *,
+    iters: int = 20,
+    generator: torch.Generator | None = None,
+) -> dict:
+    """Chapter 13's radius sweep at one width, per radius and member, each value ``(R, E)`` for ``R = len(radii)``
+    (paper C: the Gram, pre-activation and backward drifts are ``O(D)``, the Taylor remainder ``O(D²)``):
+
+    * ``gram_adv_entry``: ``max |G_H(θ0 + D u_adv) − G_H(θ0)|`` along the unit steepest-ascent direction ``u_adv``
+      of :func:`gram_ascent_direction`;
+    * ``feat_z``: ``max_h ‖Δz_h‖`` and ``back_drift``: ``max_{h<H}`` of the input-averaged ``‖Δb_h‖₂`` along the
+      unit gradient-span direction of :func:`gradient_direction` (coefficients ``N(0, 1)`` from ``generator``);
+    * ``taylor``: ``max(|R(θ0; ±D v)|)`` for the unit top eigenvector ``v`` of ``∇²f(x_1; θ0)``;
+
+    and ``hess``, ``hess_conv`` (``(E,)``, as in :func:`ball_measurements`). The directions do not depend on ``D``:
+    they and the Lanczos run are computed once, and every radius only moves along them, so the exponents in ``D``
+    are those of one fixed curve per member."""
+    E, m, d, H = _check(params, X=X)
+    _check_X(X, d, E)
+    radii = [float(D) for D in radii]
+    if not radii or any(not (D > 0) for D in radii):
+        raise ValueError(f"radii must be positive, got {radii}")
+    n = X.shape[-2]
+    G0 = last_layer_gram(params, X, net)
+    u_adv = gram_ascent_direction(params, X, 1.0, net)
+    coef = randn((E, n), generator=generator, dtype=X.dtype, device=X.device)
+    u_gd = gradient_direction(params, X, 1.0, coef, net)
+    hn, hist, v = output_hessian_norm(
+        params, X[..., 0, :], net, iters=iters, generator=generator, return_history=True, return_vector=True
+    )
+    x1 = X[..., :1, :]
+    keys = ("gram_adv_entry", "feat_z", "back_drift", "taylor")
+    out = {k: [] for k in keys}
+    for D in radii:
+        out["gram_adv_entry"].append(gram_drift(last_layer_gram(add(params, u_adv, D), X, net), G0)[0])
+        h = {k: D * t for k, t in u_gd.items()}
+        out["feat_z"].append(feature_drift(params, X, h, net)["z"].max(1).values)
+        md = backward_drift(params, X, h, net)["mean_drift"]
+        out["back_drift"].append(md[:, :-1].max(1).values if H > 1 else md[:, 0])
+        hv = {k: D * t for k, t in v.items()}
+        out["taylor"].append(
+            torch.maximum(
+                taylor_remainder(params, x1, hv, net)[:, 0],
+                taylor_remainder(params, x1, {k: -t for k, t in hv.items()}, net)[:, 0],
+            )
+        )
+    res = {k: torch.stack(t, 0).detach() for k, t in out.items()}
+    res["hess"], res["hess_conv"] = hn.detach(), (hist[:, -1] / hist[:, max((3 * iters) // 4 - 1, 0)]).detach()
+    return res
+
+
+def radius_sweep(
+    m: int, H: int, radii, *, n: int, d: int, members: int, net: Net = Net(), data_seed: int, init_seed: int, iters: int = 20
+) -> dict:
+    """:func:`radius_measurements` on the inputs and initialisation of :func:`sweep_point` (same seeds, same
+    draws), as numpy arrays ``(R, members)`` (``hess``, ``hess_conv``: ``(members,)``). Paper C (Chapter 13)."""
+    g = _device.generator(data_seed)
+    X = sphere_inputs(members * n, d, generator=g).reshape(members, n, d)
+    gi = _device.generator(init_seed)
+    p = init_params(d, m, H, members, generator=gi, dtype=X.dtype, device=X.device)
+    out = radius_measurements(p, X, radii, net, iters=iters, generator=gi)
+    return {k: v.cpu().numpy() for k, v in out.items()}
+
+
 def sweep_point(
     m: int,
     H: int,
@@ -680,6 +758,8 @@ def sweep_point(
     iters: int = 20,
     ball_hessian: bool = False,
     loss: bool = False,
+    hessian: bool = True,
+    taylor: bool = True,
 ) -> dict:
     """One point of Chapter 13's sweeps, as numpy arrays ``(members,)``: each member's own ``n`` inputs on the
     sphere (``X``: ``(members, n, d)``) and targets ``y ~ N(0, 1)`` from ``device.generator(data_seed)`` (the same
@@ -687,13 +767,14 @@ def sweep_point(
     includes the inputs' influence), the
     Gaussian initialisation of ``members`` networks of width ``m`` and depth ``H`` from
     ``device.generator(init_seed)``; then :func:`ball_measurements` at radius ``D`` and, with ``loss``, the
-    values of :func:`loss_hessian_measurements` under the prefix ``loss_``. Paper C (Chapter 13)."""
+    values of :func:`loss_hessian_measurements` under the prefix ``loss_`` (``hessian``, ``taylor``: as in
+    :func:`ball_measurements`). Paper C (Chapter 13)."""
     g = _device.generator(data_seed)
     X = sphere_inputs(members * n, d, generator=g).reshape(members, n, d)
     y = randn((members, n), generator=g, dtype=X.dtype, device=X.device)
     gi = _device.generator(init_seed)
     p = init_params(d, m, H, members, generator=gi, dtype=X.dtype, device=X.device)
-    out = ball_measurements(p, X, D, net, iters=iters, generator=gi, ball_hessian=ball_hessian)
+    out = ball_measurements(p, X, D, net, iters=iters, generator=gi, ball_hessian=ball_hessian, hessian=hessian, taylor=taylor)
     if loss:
         out.update({f"loss_{k}": v for k, v in loss_hessian_measurements(p, X, y, D, net, iters=iters, generator=gi).items()})
     return {k: v.cpu().numpy() for k, v in out.items()}
@@ -748,27 +829,54 @@ def stack(results: list, key: str, div: str | None = None) -> np.ndarray:
     return np.stack([np.asarray(r[key]) / (np.asarray(r[div]) if div else 1.0) for r in results])
 
 
-def rate_with_next_order(x, Y, next_order, confidence: float = 0.95):
-    """The exponent ``s`` of ``Y ≈ c x^s (1 + κ g(x))`` with a next-order correction ``g = next_order``: per member
-    (column of ``Y``, ``(R, E)``), least squares of ``log Y`` on ``[1, log x, g(x)]``; the mean of the ``E`` exponents
-    with a Student-t interval across members (a :class:`companion.stats.Estimate`). For the radius dependence of
-    Chapter 13, where paper C's bounds hold to first order in ``D/√m`` and the measured quantities carry a relative
-    correction linear in ``D`` (``g(D) = D``): the bare log-log slope would mix the two. Needs ``R ≥ 4``."""
+def series(results: list, x, key: str, div: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The points of a sweep that measured ``key``: ``(x_kept (R',), Y (R', E))`` with ``Y`` as in :func:`stack`
+    (Chapter 13: the Lanczos-based quantities stop at a smaller width than the closed-form ones)."""
+    x = np.asarray(x)
+    if len(results) != x.size:
+        raise ValueError(f"need one abscissa per result, got {x.size} for {len(results)}")
+    keep = [i for i, r in enumerate(results) if key in r]
+    if not keep:
+        raise ValueError(f"no point of the sweep measured {key!r}")
+    return x[keep], stack([results[i] for i in keep], key, div)
+
+
+def radius_exponent(x, Y, confidence: float = 0.999, order: int = 2):
+    """The exponent ``e`` of ``Y(D) = c D^e (1 + κ₁ D + κ₂ D² + …)`` at small ``D`` (Chapter 13's radius rows).
+
+    Per member (column of ``Y``, ``(R, E)``), least squares of ``log Y`` on ``[1, log D, D, …, D^order]``: paper C's
+    quantities are analytic along a fixed direction, so their logarithm is ``log c + e log D`` plus a power series
+    in ``D`` (a bare log-log slope would mix ``e`` with the corrections). The estimate is the mean of the ``E``
+    exponents with a Student-t interval across members at ``confidence``, widened on each side by the truncation
+    estimate ``|ē(order) − ē(order − 1)|``, the change of the mean exponent when the last correction term is added
+    (for a correction series that shrinks from order to order, the error left is smaller than the last change).
+    Returns a :class:`companion.stats.Estimate` whose ``method`` names the widening. Needs ``R ≥ order + 3``."""
     from . import stats
 
     x = np.asarray(x, float).ravel()
     Y = np.asarray(Y, float)
-    if Y.ndim != 2 or Y.shape[0] != x.size or x.size < 4 or Y.shape[1] < 2:
-        raise ValueError(f"need x (R,) with R >= 4 and Y (R, E) with E >= 2, got {x.shape} and {Y.shape}")
+    validation.positive_int("order", order)
+    if Y.ndim != 2 or Y.shape[0] != x.size or x.size < order + 3 or Y.shape[1] < 2:
+        raise ValueError(f"need x (R,) with R >= order + 3 and Y (R, E) with E >= 2, got {x.shape} and {Y.shape}")
     if np.any(x <= 0) or np.any(~(Y > 0)) or not np.all(np.isfinite(Y)):
         raise ValueError("the fit needs positive x and finite positive Y")
-    A = np.stack([np.ones_like(x), np.log(x), np.asarray(next_order(x), float)], 1)
-    coef = np.linalg.lstsq(A, np.log(Y), rcond=None)[0]  # (3, E)
-    s = coef[1]
-    mean, se = s.mean(), s.std(ddof=1) / math.sqrt(s.size)
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+
+    def exponents(k):
+        A = np.stack([np.ones_like(x), np.log(x)] + [x**j for j in range(1, k + 1)], 1)
+        return np.linalg.lstsq(A, np.log(Y), rcond=None)[0][1]  # (E,)
+
+    s = exponents(order)
+    trunc = abs(float(s.mean() - exponents(order - 1).mean()))
     from scipy import stats as _st
 
-    half = float(_st.t.ppf(0.5 + confidence / 2, df=s.size - 1)) * se
+    half = float(_st.t.ppf(0.5 + confidence / 2, df=s.size - 1)) * s.std(ddof=1) / math.sqrt(s.size)
+    mean = float(s.mean())
     return stats.Estimate(
-        float(mean), float(mean - half), float(mean + half), confidence, "t-interval over members, next-order term fitted"
+        mean,
+        mean - half - trunc,
+        mean + half + trunc,
+        confidence,
+        f"t-interval over members, widened by the next-order change {trunc:.1e}",
     )

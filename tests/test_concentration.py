@@ -22,6 +22,7 @@ def test_empirical_moment_matches_definition_and_its_mean(gen):
     for b in range(3):
         ref = sum(float((x @ u[b] >= 0) and (x @ w[b] >= 0)) * torch.outer(x, x) for x in X) / 50
         assert torch.allclose(M[b], ref, atol=1e-14)
+    assert torch.allclose(cc._moments(X, u, w, None), M, atol=1e-15)  # the pair-by-pair path for large data
     big = _X(gen, 400_000, 4)
     assert (cc.empirical_gate_moment(big, u, w) - population.gate_second_moment(u, w)).abs().max() < 0.01
 

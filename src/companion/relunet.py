@@ -512,9 +512,9 @@ def train_until_decided(
     ``make_loss_and_grad(X[idx], Y[idx])`` for per-member data, or one closure for all). ``decided(params, idx)``
     returns an ``(E',)`` bool tensor for the members still running. ``observers`` (``name -> f(params, idx)``, a tensor with
     a leading member axis) are evaluated at the iterations ``snapshot_at`` and at the end; a member that stopped
-    earlier keeps its value at the stopping point (the state it would keep under the rule). Returns ``{"params":
-    [tensors (E, ...)], "stopped_at": (E,) numpy (``steps`` for members that ran to the end), "snapshots":
-    {t: {name: (E, ...)}}, "diverged": (E,) bool numpy}``.
+    earlier keeps its value at the stopping point (the state it would keep under the rule). Returns a dict:
+    ``params`` (tensors ``(E, ...)``), ``stopped_at`` (``(E,)`` numpy; ``steps`` for members that ran to the end),
+    ``snapshots`` (``{t: {name: (E, ...)}}``) and ``diverged`` (``(E,)`` bool numpy).
     """
     from . import gd
 

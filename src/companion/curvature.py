@@ -202,7 +202,7 @@ def lanczos(
     alphas = torch.zeros(E, k, dtype=dtype, device=q.device)
     betas = torch.zeros(E, max(k - 1, 0), dtype=dtype, device=q.device)
     scale = torch.zeros(E, dtype=dtype, device=q.device)
-    lows, highs, restarts = [], [], {}
+    restarts = {}
     q_prev = None
     for j in range(k):
         if Q is not None:
@@ -212,11 +212,6 @@ def lanczos(
             raise ValueError(f"matvec must return shape ({E}, {P}), got {tuple(getattr(w, 'shape', ()))}")
         alphas[:, j] = (w * q).sum(1)
         scale = torch.maximum(scale, w.norm(dim=1))
-        if history:
-            T = torch.diag_embed(alphas[:, : j + 1]) + torch.diag_embed(betas[:, :j], 1) + torch.diag_embed(betas[:, :j], -1)
-            ev = torch.linalg.eigvalsh(T)
-            lows.append(ev[:, 0])
-            highs.append(ev[:, -1])
         if Q is not None:
             basis = Q[:, : j + 1]
             for _ in range(2):  # full reorthogonalisation, twice ("twice is enough")
@@ -252,9 +247,27 @@ def lanczos(
         else:
             y = _lanczos_rebuild(matvec, q_start, alphas, betas, coef, restarts)
         y = y / y.norm(dim=1, keepdim=True)
-    low = torch.stack(lows, 1) if history else ev[:, :1].expand(E, k)
-    high = torch.stack(highs, 1) if history else ev[:, -1:].expand(E, k)
+    if history:
+        low, high = _running_ritz_extremes(alphas, betas)
+    else:
+        low, high = ev[:, :1].expand(E, k), ev[:, -1:].expand(E, k)
     return LanczosResult(ev, low, high, y)
+
+
+def _running_ritz_extremes(alphas: Tensor, betas: Tensor) -> tuple[Tensor, Tensor]:
+    """Smallest and largest eigenvalue of every leading block ``T[:j+1, :j+1]`` of the Lanczos tridiagonal,
+    ``(E, k)`` each, from ``alphas (E, k)`` and ``betas (E, k−1)``: one tridiagonal eigensolve per block on the CPU
+    (:func:`scipy.linalg.eigvalsh_tridiagonal`), after the iteration, so the loop itself never synchronises."""
+    from scipy.linalg import eigvalsh_tridiagonal
+
+    a, b = alphas.detach().cpu().numpy(), betas.detach().cpu().numpy()
+    E, k = a.shape
+    low, high = a.copy(), a.copy()
+    for e in range(E):
+        for j in range(1, k):
+            ev = eigvalsh_tridiagonal(a[e, : j + 1], b[e, :j])
+            low[e, j], high[e, j] = ev[0], ev[-1]
+    return torch.from_numpy(low).to(alphas), torch.from_numpy(high).to(alphas)
 
 
 def _lanczos_rebuild(matvec, q: Tensor, alphas: Tensor, betas: Tensor, coef: Tensor, restarts: dict) -> Tensor:

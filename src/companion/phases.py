@@ -245,8 +245,9 @@ def burn_in_slope(sigma, T, confidence: float = 0.99):
 
 def predicted_burn_in_slope(g, mu: float) -> tuple[float, float]:
     """The burn-in slope ``dT/d ln(1/σ)`` that the linearised growth predicts, as the range
-    ``[1/ln(1 + μ g_max), 1/ln(1 + μ g_min)]`` over the neurons' growth rates ``g`` (:func:`growth_rate`); the
-    burn-in waits for the slower neuron, so the slope tends to the upper end as ``σ → 0`` (Chapter 8)."""
+    ``[1/ln(1 + μ g_max), 1/ln(1 + μ g_min)]`` over the neurons' growth rates ``g`` (:func:`growth_rate`). The
+    escape from the origin (every ``|v_i|`` above a small level) waits for the slower neuron, so its slope is the
+    upper end; Chapter 8 tests it there, in the small-weight regime."""
     g = _arr(g).astype(float)
     return float(1 / np.log1p(mu * g.max())), float(1 / np.log1p(mu * g.min()))
 

@@ -8,7 +8,9 @@
 * a built site's html folder (its ``claims.json``);
 * a folder of records written with ``COMPANION_CLAIMS_DIR`` (``<chapter>.seed<k>[.falsify].json``).
 
-For every claim (matched by chapter and claim text) it prints the measured value and the verdict in run A
+For every claim — matched by row id (``claims.json`` and records carry it); records written before rows had ids
+are matched by chapter and position in the chapter (each chapter's rows run in their registered order), the chapter's
+file stem read as its label — it prints the measured value and the verdict in run A
 and in run B, the largest relative difference of the numbers in the "measured" column, and whether the
 verdicts agree; then the largest difference over all claims and the claims whose numbers differ most.
 Exit status 1 when a verdict differs or a claim is missing from one run.
@@ -35,8 +37,19 @@ TAG = re.compile(r"<[^>]+>")
 NUM = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 
-def _row(chapter: str, claim: str, paper: str, measured: str, passed: bool) -> dict:
-    return {"chapter": chapter, "claim": claim, "paper": paper, "measured": measured, "passed": bool(passed)}
+def _labels() -> dict[str, str]:
+    """Chapter file stem -> label (``09_failures`` -> ``ch-failures``), from the chapters of ``_toc.yml``."""
+    root = Path(__file__).resolve().parents[1]
+    out = {}
+    for md in sorted((root / "book").rglob("*.md")):
+        m = re.search(r"^\((ch-[a-z0-9-]+)\)=$", md.read_text(), re.M)
+        if m:
+            out[md.stem] = m.group(1)
+    return out
+
+
+def _row(chapter: str, claim: str, paper: str, measured: str, passed: bool, rid: str | None = None) -> dict:
+    return {"chapter": chapter, "claim": claim, "paper": paper, "measured": measured, "passed": bool(passed), "id": rid}
 
 
 def _from_records(records: list[dict]) -> list[dict]:
@@ -47,8 +60,10 @@ def _from_records(records: list[dict]) -> list[dict]:
             r.get("paper", ""),
             r.get("measured", ""),
             r.get("passed", r.get("verdict") in ("holds", "erratum")),
+            r.get("id"),
         )
         for r in records
+        if not r.get("falsify")
     ]
 
 
@@ -113,12 +128,23 @@ def rel_diff(a: str, b: str) -> float | None:
     return max(abs(x - y) / max(abs(x), abs(y), 1e-300) for x, y in zip(na, nb))
 
 
+def _keys(rows: list[dict], by_position: bool) -> list[tuple]:
+    """(label, id, claim text) of each row; (label, position in the chapter) where one run predates the row ids."""
+    labels, seen, out = _labels(), {}, []
+    for r in rows:
+        label = labels.get(r["chapter"], r["chapter"])
+        seen[label] = seen.get(label, -1) + 1
+        out.append((label, seen[label]) if by_position else (label, r["id"], r["claim"]))
+    return out
+
+
 def compare(a: list[dict], b: list[dict]) -> tuple[list[dict], bool]:
-    key = lambda r: (r["chapter"], r["claim"])  # noqa: E731
-    bmap = {key(r): r for r in b}
+    by_position = not (all(r["id"] for r in a) and all(r["id"] for r in b))
+    keyed_a = dict(zip(_keys(a, by_position), a))
+    bmap = dict(zip(_keys(b, by_position), b))
     out, ok = [], True
-    for r in a:
-        s = bmap.pop(key(r), None)
+    for k, r in keyed_a.items():
+        s = bmap.pop(k, None)
         if s is None:
             out.append({**r, "other": None, "verdicts_agree": False, "max_rel_diff": None, "only_in": "A"})
             ok = False
@@ -128,6 +154,7 @@ def compare(a: list[dict], b: list[dict]) -> tuple[list[dict], bool]:
         out.append(
             {
                 **r,
+                "other_claim": s["claim"],
                 "other": s["measured"],
                 "other_passed": s["passed"],
                 "verdicts_agree": agree,

@@ -12,9 +12,26 @@ def gen():
     return torch.Generator().manual_seed(1234)
 
 
+def pytest_configure(config):
+    """The chapters nbval executes write their claim records to one folder per session (the kernels inherit this
+    environment), so that the coverage test can read what ran."""
+    if not os.environ.get("COMPANION_CLAIMS_DIR"):
+        import tempfile
+
+        os.environ["COMPANION_CLAIMS_DIR"] = tempfile.mkdtemp(prefix="companion-claims-")
+
+
+def _runs_after_the_chapters(item) -> int:
+    """0 for most tests; 1 for the coverage computed from the records; 2 for the browser check (nbval's outputs)."""
+    if item.nodeid.startswith("tests/test_browser.py"):
+        return 2
+    return int("test_every_result_is_checked_by_a_row_that_ran" in item.nodeid)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Run the browser check last (it reuses nbval's outputs); skip GPU-marked tests without CUDA (CI has none)."""
-    items.sort(key=lambda it: it.nodeid.startswith("tests/test_browser.py"))  # stable sort: order otherwise kept
+    """Run the record-based coverage test and the browser check after the chapters; skip GPU-marked tests without
+    CUDA (CI has none)."""
+    items.sort(key=_runs_after_the_chapters)  # stable sort: order otherwise kept
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")

@@ -103,38 +103,7 @@ def test_chapters_share_the_running_box_and_name_their_records():
     for md in chapters.chapters():
         text = md.read_text()
         assert "{include} ../_snippets/running.md" in text, f"{md.name}: the shared 'Running this chapter' box"
-        assert f'chapter="{md.stem}"' in text, f'{md.name}: ClaimCheck(..., chapter="{md.stem}") names its records'
+        label = re.search(r"^\((ch-[a-z0-9-]+)\)=$", text, re.M)
+        assert label, f"{md.name}: a (ch-...)= label before the title"
+        assert f'claims.ClaimCheck("{label.group(1)}"' in text, f"{md.name}: the claim check is named by the label"
         assert "set_num_threads" not in text, f"{md.name}: chapters do not change global thread settings"
-
-
-# ------------------------------------------------------------------------------ coverage of the papers
-REFS_RE = re.compile(r"refs=(\"[^\"]+\"|'[^']+'|\([^)]*\)|\[[^\]]*\])")
-
-
-def chapter_refs(ids: set[str]) -> dict[str, set[str]]:
-    """Result id -> chapters that name it: in a ``refs=`` literal, or as a quoted id passed through a variable or a
-    table to a claim row (read from the chapter sources)."""
-    out: dict[str, set[str]] = {}
-    for md in chapters.chapters():
-        text = md.read_text()
-        for m in REFS_RE.finditer(text):
-            for ref in re.findall(r"[\"']([^\"']+)[\"']", m.group(1)):
-                out.setdefault(ref, set()).add(md.stem)
-        for i in ids:
-            if f'"{i}"' in text or f"'{i}'" in text:
-                out.setdefault(i, set()).add(md.stem)
-    return out
-
-
-def test_every_result_of_the_papers_is_checked_or_has_a_reason():
-    from companion import _book
-
-    items = {i["id"]: i for i in _book.coverage_inventory(ROOT)}
-    assert {i[0] for i in items} == {"A", "B", "C"}, "book/coverage/{A,B,C}.yml list the three papers' results"
-    refs = chapter_refs(set(items))
-    unknown = sorted(set(refs) - set(items))
-    assert unknown == [], f"claim rows name results missing from book/coverage/*.yml: {unknown}"
-    orphan = sorted(i for i, item in items.items() if i not in refs and not item.get("reason"))
-    assert orphan == [], f"results neither checked by a claim row nor given a reason: {orphan}"
-    both = sorted(i for i, item in items.items() if i in refs and item.get("reason"))
-    assert both == [], f"results checked by a row but also given a reason for not being checked: {both}"

@@ -8,7 +8,7 @@ import pytest
 sphinx = pytest.importorskip("sphinx")
 from docutils import nodes  # noqa: E402
 
-from companion import _book  # noqa: E402
+from companion import _book, registry  # noqa: E402
 from companion.claims import ClaimCheck  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,23 +35,63 @@ def _doctree_with(*checks):
     return doc
 
 
-ROW = dict(refs="B Lemma 9", source="'...'", threshold="ratio <= 1 (the lemma's constant)", paper="p", measured="m")
+RAW = {
+    "chapter": "ch-toy",
+    "rows": [
+        {"id": f"toy.{name}", "claim": name, "refs": ["B Lemma 9"], "kind": kind, "source": "'...'", "paper": "p",
+         "rule": {"text": "ratio <= 1 (the lemma's constant)"}, "scales": ["quick", "paper"],
+         "registered": "2026-11-29", **extra}
+        for name, kind, extra in [
+            ("x", "bound", {}),
+            ("y", "consistency", {}),
+            ("corrected", "bound", {"erratum": "the paper's statement"}),
+            ("revised", "bound", {"revisions": [{"date": "2026-11-30", "after_data": True, "was": "a", "now": "b",
+                                                "rationale": "r", "impact": "i"}]}),
+        ]
+    ],
+}  # fmt: skip
 
 
-def test_verdict_comes_from_the_embedded_records():
-    ok = ClaimCheck("a", chapter="a")
-    ok.add("x", passed=True, **ROW)
-    ok.add("y", passed=True, **ROW)
-    err = ClaimCheck("b", chapter="b")
-    err.add("corrected", passed=True, erratum="the paper's statement", **ROW)
-    bad = ClaimCheck("c", chapter="c")
-    bad.add("z", passed=False, **ROW)
+def _toy(*outcomes):
+    reg = registry.parse(RAW, "toy.yml")
+    check = ClaimCheck("ch-toy", registry=reg)
+    for name, passed in outcomes:
+        check.add(f"toy.{name}", measured="m", passed=passed)
+    return check
+
+
+def test_verdict_counts_rows_by_kind_from_the_embedded_records():
+    ok = _toy(("x", True), ("y", True))
     recs = _book.chapter_records(_doctree_with(ok))
-    assert [r["claim"] for r in recs] == ["x", "y"] and recs[0]["refs"] == ["B Lemma 9"]
-    assert _book.verdict_text(recs).startswith("✅")
-    assert _book.verdict_text(_book.chapter_records(_doctree_with(ok, err))).startswith("⚠️ paper contradicted in 1")
-    assert _book.verdict_text(_book.chapter_records(_doctree_with(ok, bad))).startswith("❌ 1 of 3")
+    assert [r["id"] for r in recs] == ["toy.x", "toy.y"] and recs[0]["refs"] == ["B Lemma 9"]
+    text = _book.verdict_text(recs)
+    assert text.startswith("✅ holds") and "1 evidence rows (1 bound, 0 value)" in text and "1 consistency" in text
+    err = _book.verdict_text(_book.chapter_records(_doctree_with(_toy(("x", True), ("corrected", True)))))
+    assert err.startswith("⚠️ paper corrected") and "1 erratum" in err
+    bad = _book.verdict_text(_book.chapter_records(_doctree_with(_toy(("x", False), ("revised", True)))))
+    assert bad.startswith("❌ 1 of 2 rows fail") and "1 revised after data" in bad
     assert _book.verdict_text([]) == "not executed in this build"
+
+
+def test_a_result_counts_as_checked_only_by_an_evidence_row():
+    item = {"id": "B Lemma 9"}
+    consistency_only = _book.chapter_records(_doctree_with(_toy(("y", True))))
+    assert _book.result_status(item, consistency_only) == "unchecked"
+    assert _book.result_status({**item, "excused": {"category": "definition"}}, []) == "excused"
+    assert _book.result_status(item, _book.chapter_records(_doctree_with(_toy(("x", True))))) == "holds"
+
+
+def test_dependency_graph_is_drawn(tmp_path):
+    results = [{"id": "A Lemma 4.3"}, {"id": "A Lemma 4.5", "uses": ["A Lemma 4.3"]}, {"id": "A Eq. (14)"}]
+    status = {"A Lemma 4.3": "holds", "A Lemma 4.5": "erratum", "A Eq. (14)": "excused"}
+    _book.dependency_graph(results, status, tmp_path / "g.svg", "paper A")
+    assert (tmp_path / "g.svg").read_text().lstrip().startswith("<?xml")
+    assert [_book.short_id(i) for i in ("A Lemma 4.5", "B Theorem 10", "A Eq. (14)")] == ["L4.5", "T10", "(14)"]
+
+
+def test_titles_in_the_browser_tab_are_plain_text():
+    assert _book.plain_title(r"4. The \(O(T^{-1/L})\) rate") == "4. The O(T^(-1/L)) rate"
+    assert _book.plain_title(r"10. Sample complexity: \(n \propto d\)") == "10. Sample complexity: n ∝ d"
 
 
 def test_coverage_inventory_ids_are_unique_and_well_formed():
@@ -65,4 +105,4 @@ def test_statements_render_their_maths():
     par = _book.with_math(r"$\|J\| \le T\sqrt n$ (fully connected) or $C\sqrt n$")
     kinds = [type(c).__name__ for c in par.children]
     assert kinds == ["math", "Text", "math"] and par.children[0].astext() == r"\|J\| \le T\sqrt n"
-    assert all(i.get("tex", "$").count("$") % 2 == 0 for i in _book.coverage_inventory(ROOT))
+    assert all(i.get("statement", "").count("$") % 2 == 0 for i in _book.coverage_inventory(ROOT))

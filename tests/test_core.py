@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from companion import activations, claims, deepnet, device, gd, scale, stats
+from companion import activations, deepnet, device, gd, scale, stats
 
 SMOOTH = activations.SMOOTH
 
@@ -212,18 +212,6 @@ def test_loglog_slope_recovers_power():
     x = torch.logspace(0, 3, 20, dtype=torch.float64)
     fit = stats.loglog_slope(x, 3 * x**-0.5)
     assert fit.slope == pytest.approx(-0.5, abs=1e-12) and fit.contains(-0.5)
-
-
-def test_claim_check_fails_on_a_false_claim():
-    c = claims.ClaimCheck("t")
-    row = dict(refs="A Lemma 4.2", source="-", threshold="-", paper="-", measured="-")
-    c.add("true", **row, passed=True)
-    c.add("false", **row, passed=False)
-    assert not c.all_passed and "false failed" in c.failures() and "true failed" not in c.failures()
-    with pytest.raises(AssertionError, match="false"):
-        c.assert_all()
-    with pytest.raises(AssertionError, match="no claims"):
-        claims.ClaimCheck("empty").assert_all()
 
 
 # ---------------------------------------------------------------- bad inputs raise clear ValueErrors

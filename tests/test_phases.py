@@ -122,7 +122,7 @@ def test_failure_table_and_mcnemar():
     assert phases.mcnemar_exact(right_a, right_a) == 1.0
 
 
-def test_snapshot_run_matches_engine_and_linearised_rate_matches_gd():
+def test_linearised_rate_from_the_engine_s_snapshots_matches_gd():
     from companion import gd
 
     d, n = 5, 200
@@ -133,11 +133,12 @@ def test_snapshot_run_matches_engine_and_linearised_rate_matches_gd():
     obs = {"error": lambda p, l, g: relunet.planted_error(p[0], p[1], a)}
     rec = np.arange(0, 1501, 5)
     ref = gd.run(f, [W, v], 1500, 0.1, record_at=rec, observers=obs)
-    res, snaps = phases.snapshot_run(f, [W, v], 1500, 0.1, every=50, record_at=rec, observers=obs)
+    res = gd.run(f, [W, v], 1500, 0.1, record_at=rec, observers=obs, snapshot_at=range(0, 1500, 50))
     assert np.array_equal(res.iterations.numpy(), ref.iterations.numpy())
-    assert torch.allclose(res.history["error"], ref.history["error"], rtol=0, atol=1e-13)
-    assert snaps["params"][0].shape == (30, 3, 2, d) and snaps["iterations"][1] == 50
-    lin = phases.linearised_rates(res.iterations, res.history["error"], snaps, *res.params, X, a, 0.1, low=1e-10, high=1e-5)
+    assert torch.equal(res.history["error"], ref.history["error"])
+    assert sorted(res.snapshots)[1] == 50 and res.snapshots[50][0].shape == (3, 2, d)
+    lin = phases.linearised_rates(res.iterations, res.history["error"], res.snapshots, *res.params, X, a, 0.1,
+                                  low=1e-10, high=1e-5)  # fmt: skip
     assert np.all(lin["points"] >= 3) and np.all(lin["h0"] > 0)
     assert np.all(np.abs(lin["q"] - lin["q_lin"]) < 1e-5)  # the linear map predicts GD's rate
     assert np.all(lin["q"] < 1)

@@ -11,6 +11,8 @@ For the landing page and every chapter in ``_toc.yml`` it serves ``HTML_DIR`` (d
 * no cell output showing an error traceback, no dead widget placeholder, no stray matplotlib return value
   (``Text(0.5, 0.98, ...)``, ``<matplotlib.legend.Legend at 0x...>``) printed under a figure cell;
 * theorem boxes: as many sphinx-proof boxes of each kind as the chapter's source has ``prf:`` directives;
+* the claim check: every row has its id and kind, and its verdict is inside the 1280-px window; no raw TeX in the
+  navigation (a chapter title with maths) or in the browser tab's title;
 * the Colab and Binder launch links and the ``.ipynb``/``.md`` download links present; the ``.ipynb`` targets end
   in ``.ipynb``, the download serves the chapter's paired notebook and the ``.md`` its source;
 
@@ -168,6 +170,19 @@ PAGE_REPORT_JS = r"""
     chapterTable: [...article.querySelectorAll('table.chapter-table tbody tr')].map(tr =>
       [tr.querySelector('a') ? tr.querySelector('a').href : '', tr.lastElementChild.textContent.trim()]),
     height: Math.ceil(Math.max(document.documentElement.scrollHeight, document.body.scrollHeight)),
+    navRaw: [...document.querySelectorAll('.bd-sidebar-primary, .bd-header')].map(e => {
+      const w = document.createTreeWalker(e, NodeFilter.SHOW_TEXT); const hits = [];
+      for (let n = w.nextNode(); n; n = w.nextNode()) {
+        if (n.parentElement && n.parentElement.closest('mjx-container, script, style')) continue;
+        if (/\\\(|\$[^$]+\$/.test(n.textContent)) hits.push(n.textContent.trim().slice(0, 60));
+      }
+      return hits; }).flat(),
+    claimRows: q('div.claim-check details.claim-row').map(d => {
+      const v = d.querySelector('.claim-verdict'); const r = v ? v.getBoundingClientRect() : null;
+      return {id: d.id, kind: !!d.querySelector('.claim-kind'), verdictRight: r ? r.right : null,
+              verdictVisible: !!r && r.width > 0};
+    }),
+    viewportWidth: document.documentElement.clientWidth,
   };
 })()
 """
@@ -305,6 +320,19 @@ def page_problems(name: str, res: PageResult, html_dir: Path, executed: bool, ro
         out.append(f"stray matplotlib return values shown as output (end the cell with ';' or plt.show()): {r['strayReprs'][:3]}")
     if r["widgetScripts"] or r["widgetText"]:
         out.append(f"dead widget placeholder(s): {r['widgetScripts']} widget-view scripts, text {r['widgetText'][:2]}")
+    if r.get("navRaw"):
+        out.append(f"raw TeX in the navigation (a title's maths not typeset): {r['navRaw'][:3]}")
+    if "\\(" in r.get("title", "") or "$" in r.get("title", ""):
+        out.append(f"raw TeX in the browser tab's title: {r['title']!r}")
+    rows = r.get("claimRows", [])
+    if is_chapter(name, root) and executed and not rows:
+        out.append("no claim-check rows on an executed chapter page")
+    cut = [c["id"] for c in rows if not c["verdictVisible"] or c["verdictRight"] > r["viewportWidth"]]
+    if cut:
+        out.append(f"claim rows whose verdict is cut off at {WIDTH} px: {cut[:3]}")
+    unnamed = [c for c in rows if not c["id"].startswith("claim-") or not c["kind"]]
+    if unnamed:
+        out.append(f"{len(unnamed)} claim rows without an id or a kind")
     want = expected_proofs(name, root)
     got: dict[str, int] = {}
     for k in r["proofs"]:

@@ -1,8 +1,16 @@
-"""Keep the chapters' paired notebooks in sync: ``python tools/chapters.py sync|check``.
+"""Keep the chapters in sync with their sources: ``python tools/chapters.py sync [chapter ...]|check``.
 
-The MyST-Markdown ``book/**/*.md`` jupytext files are the source of truth. ``sync`` writes each paired
-``.ipynb`` (no outputs) and rewrites the Colab install cell with the repository URL from ``_config.yml``
-(the one place it is kept); ``check`` exits non-zero when a pair has drifted or a URL disagrees.
+The MyST-Markdown ``book/**/*.md`` jupytext files are the source of truth for the notebooks, and the inventory
+``book/coverage/{A,B,C}.yml`` for the statements of the papers' results. ``sync``
+
+* fills every statement block of a chapter's theorem boxes from the inventory: the lines between
+  ``<!-- statement: A Lemma 4.3 -->`` (one id, or several separated by commas) and ``<!-- end statement -->``
+  are the inventory's ``statement`` of each id (several ids: one paragraph each, led by the result's name);
+* rewrites the Colab install cell with the repository URL from ``_config.yml`` (the one place it is kept);
+* writes each paired ``.ipynb`` (no outputs).
+
+``check`` exits non-zero when a pair has drifted, a statement block differs from the inventory, or a URL
+disagrees.
 """
 
 from __future__ import annotations
@@ -17,6 +25,48 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL_RE = re.compile(r'"companion @ git\+(?P<url>[^"]+)"')
+STATEMENT_RE = re.compile(r"(?P<open><!-- statement: (?P<ids>[^>]+?) -->\n)(?P<body>.*?)(?P<close><!-- end statement -->)", re.S)
+
+
+def inventory() -> dict[str, dict]:
+    """Every result of the three papers' inventories, by id; ``"<paper> hypothesis"`` is a paper's common
+    hypothesis where its inventory states one."""
+    out = {}
+    for path in sorted((ROOT / "book" / "coverage").glob("*.yml")):
+        data = yaml.safe_load(path.read_text())
+        for item in data["results"]:
+            out[item["id"]] = item
+        if data.get("hypothesis"):
+            out[f"{data['paper']} hypothesis"] = {"statement": data["hypothesis"]}
+    return out
+
+
+def statement_block(ids: list[str], results: dict[str, dict]) -> str:
+    """The generated text of one statement block: one id's statement, or one paragraph per id led by its name."""
+    missing = [i for i in ids if i not in results]
+    if missing:
+        raise ValueError(f"statement block names results missing from book/coverage: {missing}")
+    if len(ids) == 1:
+        return results[ids[0]]["statement"] + "\n"
+    return "\n".join(
+        results[i]["statement"] + "\n" if i.endswith(" hypothesis") else f"**{i.split(' ', 1)[1]}.** {results[i]['statement']}\n"
+        for i in ids
+    )
+
+
+def fill_statements(text: str, results: dict[str, dict]) -> str:
+    """``text`` with every statement block regenerated from the inventory."""
+
+    def fill(m: re.Match) -> str:
+        ids = [i.strip() for i in m.group("ids").split(",")]
+        return m.group("open") + statement_block(ids, results) + m.group("close")
+
+    return STATEMENT_RE.sub(fill, text)
+
+
+def statement_ids(text: str) -> list[str]:
+    """The result ids a chapter's statement blocks state, in order."""
+    return [i.strip() for m in STATEMENT_RE.finditer(text) for i in m.group("ids").split(",")]
 
 
 def repository_url() -> str:
@@ -42,11 +92,13 @@ def install_urls(md: Path) -> list[str]:
     return INSTALL_RE.findall(md.read_text())
 
 
-def sync() -> None:
-    url = repository_url()
-    for md in chapters():
+def sync(only: list[str] | None = None) -> None:
+    """Rewrite the paired notebooks (of the chapters named in ``only``, paths or stems; default: every chapter)."""
+    url, results = repository_url(), inventory()
+    picked = [md for md in chapters() if not only or any(md.stem in o or str(md).endswith(o) for o in only)]
+    for md in picked:
         text = md.read_text()
-        new = INSTALL_RE.sub(f'"companion @ git+{url}"', text)
+        new = fill_statements(INSTALL_RE.sub(f'"companion @ git+{url}"', text), results)
         if new != text:
             md.write_text(new)
         md.with_suffix(".ipynb").write_text(notebook_json(md))
@@ -54,9 +106,11 @@ def sync() -> None:
 
 
 def problems() -> list[str]:
-    url, out = repository_url(), []
+    url, out, results = repository_url(), [], inventory()
     for md in chapters():
         rel = md.relative_to(ROOT)
+        if fill_statements(md.read_text(), results) != md.read_text():
+            out.append(f"{rel}: a theorem box's statement differs from book/coverage (run python tools/chapters.py sync)")
         nb = md.with_suffix(".ipynb")
         if not nb.exists():
             out.append(f"{rel}: paired notebook missing")
@@ -71,10 +125,10 @@ def problems() -> list[str]:
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else "check"
     if cmd == "sync":
-        sync()
+        sync(sys.argv[2:])
     elif cmd == "check":
         found = problems()
         print("\n".join(found) or "all chapters in sync")
         sys.exit(1 if found else 0)
     else:
-        sys.exit("usage: python tools/chapters.py sync|check")
+        sys.exit("usage: python tools/chapters.py sync [chapter ...] | check")

@@ -112,7 +112,7 @@ def _print_run(run: ChapterRun) -> None:
         control = ""
         if r.get("control") is not None:
             control = f" | control {r['control']}: {'ACCEPTED' if r['control_passed'] else 'rejected'}"
-        print(f"  [{'PASS' if r['passed'] else 'FAIL'}] {r['claim']} | {r['measured']}{control}")
+        print(f"  [{'PASS' if r['passed'] else 'FAIL'}] {r.get('id', '')} {r['claim']} | {r['measured']}{control}")
     for p in run.problems:
         print("  PROBLEM:", p)
 
@@ -131,13 +131,13 @@ def seeds_table(runs: dict[str, list[ChapterRun]], scale: str) -> str:
         "| --- | --- | " + " | ".join("---" for _ in seeds) + " |",
     ]
     for chapter, rs in runs.items():
-        names = list(dict.fromkeys(r["claim"] for run in rs for r in run.records))
-        for name in names:
+        names = {(r["id"], r["claim"]): None for run in rs for r in run.records}
+        for rid, name in names:
             cells = []
             for s in seeds:
-                rec = [r for run in rs if run.seed == s for r in run.records if r["claim"] == name]
+                rec = [r for run in rs if run.seed == s for r in run.records if (r["id"], r["claim"]) == (rid, name)]
                 cells.append(mark[rec[0]["verdict"]] if rec else "—")
-            lines.append(f"| {chapter} | {name.replace('|', '/')} | " + " | ".join(cells) + " |")
+            lines.append(f"| {chapter} | `{rid}` {name.replace('|', '/')} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -149,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     one.add_argument("--seed", type=int, default=0)
     one.add_argument("--falsify", action="store_true")
     one.add_argument("--scale", default="quick", choices=["quick", "paper"])
+    one.add_argument("--records", type=Path, default=None, help="also write the run's claim records here (JSON)")
     many = sub.add_parser("seeds", help="every chapter at seed offsets 0..N-1; writes a verdict x seed table")
     many.add_argument("--seeds", type=int, default=3)
     many.add_argument("--scale", default="quick", choices=["quick", "paper"])
@@ -158,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "run":
         run = run_chapter(args.chapter, seed=args.seed, falsify=args.falsify, scale=args.scale)
         _print_run(run)
+        if args.records is not None:
+            args.records.mkdir(parents=True, exist_ok=True)
+            name = f"{args.chapter.stem}.seed{run.seed}{'.falsify' if run.falsify else ''}.json"
+            (args.records / name).write_text(json.dumps(run.records, indent=1))
         return 1 if run.problems else 0
     runs: dict[str, list[ChapterRun]] = {}
     problems = []

@@ -404,6 +404,12 @@ def adaptive_step(L: int, d_max: int, kappa: float | Tensor = 1.0, c_J: float = 
         return torch.where(torch.isfinite(loss), out, torch.full_like(out, float("nan")))
 
     rule.description = f"Lemma 4.7 eta_t (L={L}, d_max={d_max}, kappa={'per-member' if isinstance(kappa, Tensor) else kappa})"  # type: ignore[attr-defined]
+    # the rule of a subset of the members, for gd.run's stop rule (a per-member kappa is sliced)
+    rule.restrict = (  # type: ignore[attr-defined]
+        (lambda members: adaptive_step(L, d_max, kappa[members.to(kappa.device)], c_J))
+        if isinstance(kappa, Tensor)
+        else (lambda members: rule)
+    )
     return rule
 
 

@@ -1,29 +1,46 @@
-"""The claim check that ends every chapter: a table (claim · paper · threshold · measured · verdict), an
-``assert``, a negative control per value row, and a provenance record.
+"""The claim check that ends every chapter: registered rows, their verdicts, an ``assert``, a negative control per
+value row, and a provenance record.
 
-Usage in a chapter::
+The rules are data, registered before the data in ``book/claims/<short>.yml`` (:mod:`companion.registry`); the
+chapter supplies the measurement and the test's logic. Usage, in the chapter labelled ``ch-failures``::
 
-    check = claims.ClaimCheck("Chapter 9: when training fails", chapter="09_failures")
-    # a bound: the paper's inequality with the paper's constant
-    check.add("Lemma 11: sup ratio ≤ δ̂", refs="B Lemma 11", source="'… ≤ δ̂ uniformly over (u, w)'",
-              threshold="worst ratio ≤ 1 (the lemma's constant)", paper="≤ 1", measured=f"{r:.3f}", passed=r <= 1)
-    # a value: the paper's value against an interval, with the nearest wrong value as negative control
-    check.compare("decay rate of P(fail) in k", refs="B Section 3", source="'decays as e^{-k}'",
-                  threshold="99 % t-interval of the fitted rate contains the value", paper="c = ln 2 (see erratum)",
-                  measured=str(fit), expected=math.log(2), wrong=1.0, test=fit.contains, erratum="c = 1")
-    check.report()                                  # shows the table, writes the record
-    assert check.all_passed, check.failures()       # fails the chapter (and its nbval test) on a failed claim
+    check = claims.ClaimCheck("ch-failures")
+    rule = check.rule("failures.xavier-rate")            # the registered rule: texts, numbers, revisions
+    rate = stats.wilson(failures, runs, confidence=rule["confidence"])
+    check.compare("failures.xavier-rate", measured=rate, test=rate.contains)   # expected and wrong: registered
+    check.add("failures.lemma-11", measured=f"{worst:.3f}", passed=worst <= check.rule("failures.lemma-11")["limit"])
+    check.report()                                       # shows the table, writes the record
+    assert check.all_passed, check.failures()            # fails the chapter (and its nbval test) on a failed claim
 
-Rules (CONTRIBUTING.md, "Claims"): every row states its source (the result's number and the paper's words) and
-its threshold with the threshold's origin, both written *before* the experiment runs; a value row names the
-nearest wrong value a reader might believe (``wrong=``), and ``COMPANION_FALSIFY=1`` swaps it in: the row's
-verdict becomes the test's verdict on the wrong value, so a row that cannot tell the two apart shows up as a
-control that passed (``tests/test_claims_robust.py`` runs every chapter that way). A row with ``erratum=`` tests
-the *corrected* statement; the paper's contradicted statement is shown beside it and on the landing page.
+``compare`` evaluates the registered rule at the expected value (the verdict) and at the wrong value (the negative
+control); ``add`` takes an outcome computed by the chapter, and for a value row the outcome of the same test on the
+wrong value (``control=``). A row that is not registered, a registered row that did not run at a scale where it is
+declared, or a value row without its control fails the check.
+
+``COMPANION_FALSIFY=1`` judges every row that has a control on its control instead: the chapter's check must then
+fail, naming those rows (the test suite runs every chapter that way). A registered ``erratum`` marks a row that
+tests the *corrected* statement; the paper's contradicted one is shown struck through beside it.
 
 Provenance: :meth:`ClaimCheck.report` embeds the rows as JSON in the table's HTML (the book build collects them
-into ``claims.json`` and the landing and coverage pages) and, when ``COMPANION_CLAIMS_DIR`` is set, writes
-``<dir>/<chapter>.seed<k>[.falsify].json``.
+into ``claims.json``, the landing table, the coverage page and the status page) and, when ``COMPANION_CLAIMS_DIR``
+is set, writes ``<dir>/<label>.seed<k>[.falsify].json``.
+
+Examples
+--------
+>>> from companion import claims, registry
+>>> reg = registry.parse({"chapter": "ch-toy", "rows": [{
+...     "id": "toy.mean", "claim": "the mean is 0", "refs": ["B Appendix A"], "kind": "value",
+...     "source": "'E x = 0'", "paper": "0", "scales": ["quick", "paper"], "registered": "2026-12-01",
+...     "rule": {"text": "the mean lies within 4 standard errors of the expected value",
+...              "params": {"z": {"value": 4, "from": "a stated rule: 4 standard errors"}},
+...              "expected": {"value": 0, "from": "symmetry"},
+...              "wrong": {"value": 1, "from": "a shifted mean"}}}]})
+>>> check = claims.ClaimCheck("ch-toy", registry=reg)
+>>> z = check.rule("toy.mean")["z"]
+>>> check.compare("toy.mean", measured="0.012 ± 0.016", test=lambda v: abs(0.012 - v) <= z * 0.016)
+True
+>>> check.all_passed
+True
 """
 
 from __future__ import annotations
@@ -34,18 +51,23 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from . import registry as _registry
+
+__all__ = ["Claim", "ClaimCheck", "falsify", "load_records"]
 
 _T0 = time.perf_counter()  # the chapter imports companion first: wall time is measured from here
 _COMMIT: list[str] = []
 
 
 def falsify() -> bool:
-    """Whether ``COMPANION_FALSIFY=1``: every value row is judged on its negative control (its wrong value)."""
+    """Whether ``COMPANION_FALSIFY=1``: every row with a control is judged on its control (its wrong value)."""
     raw = os.environ.get("COMPANION_FALSIFY", "0").strip()
     if raw not in ("0", "1", ""):
         raise ValueError(f"COMPANION_FALSIFY must be 0 or 1, got {raw!r}")
@@ -72,9 +94,14 @@ def _commit() -> str:
 
 @dataclass
 class Claim:
-    """One row. ``passed`` is the verdict on the data; ``control_passed`` the same test's verdict on the
-    nearest wrong value (``None`` for a bound row, whose slack is shown by the chapter's tightness probes)."""
+    """One row as it ran: the registered rule's texts, the measurement and the verdicts.
 
+    ``passed`` is the verdict on the data; ``control_passed`` the same test's verdict on the nearest wrong value
+    (``None`` for a row without a control: a bound row, whose slack the chapter shows instead).
+    """
+
+    id: str
+    kind: str
     claim: str
     refs: list[str]
     source: str
@@ -84,13 +111,19 @@ class Claim:
     passed: bool
     control: str | None = None
     control_passed: bool | None = None
+    control_measured: str | None = None
     erratum: str | None = None
     value: float | None = None
     interval: list[float] | None = None
+    params: dict[str, str] = field(default_factory=dict)
+    expected: str | None = None
+    registered: str = ""
+    revisions: list[dict] = field(default_factory=list)
+    fields: dict[str, str] = field(default_factory=dict)
 
     @property
-    def kind(self) -> str:
-        return "erratum" if self.erratum else "holds"
+    def revised_after_data(self) -> list[dict]:
+        return [r for r in self.revisions if r["after_data"]]
 
     def verdict(self, falsified: bool = False) -> bool:
         """The row's verdict; under the falsify switch, the verdict of its negative control if it has one."""
@@ -98,21 +131,10 @@ class Claim:
             return bool(self.control_passed)
         return self.passed
 
-
-def _text(name: str, value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
-    return value.strip()
-
-
-def _number(name: str, value: object) -> float | None:
-    if value is None:
-        return None
-    try:
-        v = float(value)  # numpy scalars, 0-d tensors
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
-    return v
+    @property
+    def outcome(self) -> str:
+        """``holds``, ``erratum`` (the corrected statement holds) or ``fails``, on the data."""
+        return ("erratum" if self.erratum else "holds") if self.passed else "fails"
 
 
 def _as_bool(name: str, value: object) -> bool:
@@ -123,127 +145,236 @@ def _as_bool(name: str, value: object) -> bool:
     return bool(value)
 
 
-@dataclass
-class ClaimCheck:
-    """Collects a chapter's claims, renders them as a table, asserts them, and records them."""
+def _number(name: str, value: object) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)  # numpy scalars, 0-d tensors
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
 
-    title: str
-    chapter: str = ""
-    rows: list[Claim] = field(default_factory=list)
+
+def _measurement(measured) -> tuple[str, float | None, list[float] | None]:
+    """The measured text, and the point value and interval of an estimate (anything with ``value``/``slope`` and
+    ``low``/``high``), or of a plain number."""
+    if isinstance(measured, str):
+        if not measured.strip():
+            raise ValueError("measured must not be empty")
+        return measured.strip(), None, None
+    if isinstance(measured, (int, float)) and not isinstance(measured, bool):
+        return f"{measured:.6g}", float(measured), None
+    point = getattr(measured, "value", getattr(measured, "slope", None))
+    low, high = getattr(measured, "low", None), getattr(measured, "high", None)
+    if point is None:
+        raise ValueError(f"measured must be a text, a number or an estimate, got {type(measured).__name__}")
+    interval = None if low is None or high is None else [float(low), float(high)]
+    return str(measured), float(point), interval
+
+
+PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _format(text: str, fields: Mapping[str, object], where: str) -> str:
+    """Fill the ``{name}`` placeholders of a registered text; other braces (``e^{-cd}``) stay, ``{{``/``}}`` are
+    literal braces."""
+
+    def fill(m: re.Match) -> str:
+        if m.group(1) is None:
+            return m.group(0)[0]
+        if m.group(1) not in fields:
+            raise ValueError(f"{where}: the registered text {text!r} needs fields={{{m.group(1)!r}: ...}}")
+        return str(fields[m.group(1)])
+
+    return PLACEHOLDER.sub(fill, text)
+
+
+class ClaimCheck:
+    """Collects a chapter's registered claims, renders them, asserts them, and records them.
+
+    ``chapter``: the chapter's label (``"ch-failures"``); its rows are read from the registry
+    (:func:`companion.registry.load`), or from ``registry`` when given (a parsed
+    :class:`companion.registry.ChapterRegistry`, for tests).
+    """
+
+    def __init__(self, chapter: str, *, registry: _registry.ChapterRegistry | None = None, title: str = "") -> None:
+        self.registry = registry if registry is not None else _registry.load(chapter)
+        if self.registry.label != chapter:
+            raise ValueError(f"the registry given is {self.registry.label}'s, not {chapter}'s")
+        self.chapter = chapter
+        self.title = title or "Claim check"
+        self.rows: list[Claim] = []
+        from . import scale
+
+        self.scale = scale.current()
+
+    # ---------------------------------------------------------------------------------------- the rows
+    def rule(self, row_id: str) -> _registry.Rule:
+        """The registered rule of ``row_id``: its texts, its numbers (``rule["confidence"]``), its revisions."""
+        rule = self.registry[row_id]
+        if not rule.runs_at(self.scale):
+            raise ValueError(f"{row_id} is registered for scales {list(rule.scales)}, not {self.scale!r}")
+        return rule
 
     def add(
         self,
-        claim: str,
+        row_id: str,
         *,
-        refs: str | Sequence[str],
-        source: str,
-        threshold: str,
-        paper: str,
-        measured: str,
+        measured,
         passed: bool,
-        control: tuple[str, bool] | None = None,
-        erratum: str | None = None,
+        control: bool | None = None,
+        control_measured: str | None = None,
+        fields: Mapping[str, object] | None = None,
+        computed: Mapping[str, object] | None = None,
         value: float | None = None,
-        interval: Sequence[float] | None = None,
+        interval=None,
     ) -> bool:
-        """Record one claim and return its verdict.
+        """Record the verdict of the registered row ``row_id`` and return it.
 
-        ``refs``: the numbered results it checks (ids of the coverage page, e.g. ``"A Lemma 4.5"``);
-        ``source``: the paper's words; ``threshold``: the test and where its threshold comes from (the paper's
-        constant, a stated statistical rule, float64 resolution); ``passed``: the outcome, a boolean computed from
-        the data; ``control``: ``(wrong value, the same test's outcome on it)`` for a row that compares a measured
-        rate, exponent, constant, probability or location with a value; ``erratum``: the paper's statement that the
-        data contradict (the row then tests the corrected statement).
+        ``measured``: what was measured (a text, a number or an estimate of :mod:`companion.stats`); ``passed``: the
+        outcome of the registered rule on the data, a boolean computed by the chapter; ``control``: the same rule's
+        outcome on the registered wrong value (required for a value row whose wrong value is registered as a number
+        or as ``computed``; a ``wrong`` with only a label names an alternative the row does not test, and the table
+        says that no control was computed); ``control_measured``: what the control's data were, where it has data
+        of its own (e.g. the success counts at ``n = d``), shown beside it; ``fields``: values for the ``{name}``
+        placeholders of the registered texts (e.g. a loop's ``L``); ``computed``: the values of the rule's
+        parameters that the registry says the chapter computes (``computed:``), shown with the rule's numbers.
         """
-        refs = [refs] if isinstance(refs, str) else list(refs)
-        if not refs:
-            raise ValueError("refs must name at least one result of the papers")
-        for r in refs:
-            _text("refs", r)
-        if control is not None:
-            if not (isinstance(control, tuple) and len(control) == 2):
-                raise ValueError("control must be a pair (wrong value, the test's outcome on it)")
-            control = (_text("control's wrong value", control[0]), _as_bool("control's outcome", control[1]))
-        iv = None
+        rule = self.rule(row_id)
+        computed = {k: str(v) for k, v in (computed or {}).items()}
+        for name in computed:
+            if name not in rule.params or rule.params[name].value is not None:
+                raise ValueError(f"{row_id}: {name!r} is not a parameter the registry says the chapter computes")
+        fields = {**computed, **dict(fields or {})}
+        shown = {k: str(v) for k, v in fields.items()}
+        # the registered texts may name the rule's own numbers ("ratio ≤ {limit}") and the chapter's fields
+        context = {k: _registry._show(q.value) for k, q in rule.params.items() if q.value is not None} | fields
+        if any(r.id == row_id and r.fields == shown for r in self.rows):
+            raise ValueError(f"{row_id} was checked twice" + (f" with the same fields {shown}" if shown else ""))
+        tested = rule.wrong is not None and (rule.wrong.value is not None or rule.wrong.computed is not None)
+        if rule.kind == "value" and control is None and tested:
+            raise ValueError(f"{row_id} is a value row: pass control= (the rule's outcome on the wrong value)")
+        if control is not None and rule.wrong is None:
+            raise ValueError(f"{row_id}: a control was given but the registry names no wrong value (rule.wrong)")
+        text, point, iv = _measurement(measured)
+        if value is not None:
+            point = _number("value", value)
         if interval is not None:
             iv = [_number("interval", x) for x in interval]
             if len(iv) != 2:
                 raise ValueError(f"interval must be a pair (low, high), got {interval!r}")
+        where = row_id
+        wrong_label = None
+        if rule.wrong is not None and (tested or control is not None):
+            wrong_label = rule.wrong.label or (f"{rule.wrong.value:g}" if rule.wrong.value is not None else rule.wrong.computed)
+            wrong_label = _format(wrong_label, context, where)
         row = Claim(
-            _text("claim", claim),
-            refs,
-            _text("source", source),
-            _text("threshold", threshold),
-            _text("paper", paper),
-            _text("measured", measured),
-            _as_bool("passed", passed),
-            control=None if control is None else control[0],
-            control_passed=None if control is None else control[1],
-            erratum=None if erratum is None else _text("erratum", erratum),
-            value=_number("value", value),
+            id=row_id,
+            kind=rule.kind,
+            claim=_format(rule.claim, context, where),
+            refs=list(rule.refs),
+            source=rule.source,
+            threshold=_format(rule.text, context, where),
+            paper=_format(rule.paper, context, where),
+            measured=text,
+            passed=_as_bool("passed", passed),
+            control=None if control is None else wrong_label,
+            control_passed=None if control is None else _as_bool("control", control),
+            control_measured=None if control_measured is None else str(control_measured),
+            erratum=rule.erratum,
+            value=point,
             interval=iv,
+            params={
+                k: (f"{computed[k]} ({q.computed}; {q.origin})" if k in computed else q.describe())
+                for k, q in rule.params.items()
+            },
+            expected=None if rule.expected is None else _format(rule.expected.describe(), context, where),
+            registered=rule.registered,
+            revisions=[asdict(r) for r in rule.revisions],
+            fields=shown,
         )
-        if any(r.claim == row.claim for r in self.rows):
-            raise ValueError(f"two rows named {row.claim!r}: each row needs its own name")
         self.rows.append(row)
         return row.passed
 
     def compare(
         self,
-        claim: str,
+        row_id: str,
         *,
-        refs: str | Sequence[str],
-        source: str,
-        threshold: str,
-        paper: str,
-        measured: str,
+        measured,
         test: Callable[[float], bool],
-        expected: float,
-        wrong: float,
-        wrong_label: str | None = None,
-        erratum: str | None = None,
+        expected: float | None = None,
+        wrong: float | None = None,
+        control_measured: str | None = None,
+        fields: Mapping[str, object] | None = None,
+        computed: Mapping[str, object] | None = None,
         value: float | None = None,
-        interval: Sequence[float] | None = None,
+        interval=None,
     ) -> bool:
-        """A value row: ``passed = test(expected)`` and the negative control ``test(wrong)``.
+        """A value row: the verdict is ``test(expected)``, the negative control ``test(wrong)``.
 
-        ``test`` is the acceptance rule decided before the run (e.g. ``fit.contains``: a 99 % interval contains the
-        value); ``expected`` the value the row asserts (the paper's, or the corrected one of an erratum);
-        ``wrong`` the nearest wrong value a reader might believe, which the rule must reject.
+        ``test`` is the registered rule as code (e.g. ``fit.contains``: the interval contains the value). ``expected``
+        and ``wrong`` come from the registry; pass them only where the registry says the chapter computes them
+        (``computed:``), e.g. a prediction made from the chapter's own data.
         """
-        if not (math.isfinite(float(expected)) and math.isfinite(float(wrong))) or float(expected) == float(wrong):
-            raise ValueError(f"expected and wrong must be distinct finite numbers, got {expected!r}, {wrong!r}")
-        label = wrong_label or f"{float(wrong):.4g}"
+        rule = self.rule(row_id)
+        if rule.wrong is None:
+            raise ValueError(f"{row_id}: compare() needs a registered wrong value (rule.wrong)")
+        exp = self._quantity(row_id, "expected", rule.expected, expected)
+        wro = self._quantity(row_id, "wrong", rule.wrong, wrong)
+        if exp == wro:
+            raise ValueError(f"{row_id}: expected and wrong must be distinct, got {exp!r} twice")
         return self.add(
-            claim,
-            refs=refs,
-            source=source,
-            threshold=threshold,
-            paper=paper,
+            row_id,
             measured=measured,
-            passed=test(float(expected)),
-            control=(label, test(float(wrong))),
-            erratum=erratum,
+            passed=test(exp),
+            control=test(wro),
+            control_measured=control_measured,
+            fields=fields,
+            computed=computed,
             value=value,
             interval=interval,
         )
 
+    @staticmethod
+    def _quantity(row_id: str, name: str, registered: _registry.Quantity | None, given: float | None) -> float:
+        if registered is None:
+            raise ValueError(f"{row_id}: no {name} value is registered (rule.{name})")
+        if registered.value is not None:
+            if given is not None and float(given) != registered.value:
+                raise ValueError(f"{row_id}: {name} is registered as {registered.value:g}; the chapter passed {given!r}")
+            return registered.value
+        if given is None:
+            raise ValueError(f"{row_id}: the registry says the chapter computes {name} ({registered.computed}): pass it")
+        v = float(given)
+        if not math.isfinite(v):
+            raise ValueError(f"{row_id}: {name} must be finite, got {given!r}")
+        return v
+
     # ---------------------------------------------------------------------------------------- verdicts
+    def missing(self) -> list[str]:
+        """Registered rows of this scale that were not checked."""
+        ran = {r.id for r in self.rows}
+        return [r.id for r in self.registry.at_scale(self.scale) if r.id not in ran]
+
     @property
     def all_passed(self) -> bool:
-        """Every row holds (under ``COMPANION_FALSIFY=1``: every row holds with its negative control swapped in,
-        which a sound check never does)."""
+        """Every registered row of this scale ran and holds (under ``COMPANION_FALSIFY=1``: every row holds with its
+        negative control swapped in, which a sound check never does)."""
         falsified = falsify()
-        return bool(self.rows) and all(r.verdict(falsified) for r in self.rows)
+        return bool(self.rows) and not self.missing() and all(r.verdict(falsified) for r in self.rows)
 
     def failures(self) -> str:
         """The failed claims with their measurements, one per line (the chapter's assertion message)."""
+        lines = [f"{self.chapter}: registered row {m} did not run at {self.scale} scale" for m in self.missing()]
         if not self.rows:
-            return f"{self.title}: no claims were checked"
-        lines = [f"{self.title}: {r.claim} failed (paper: {r.paper}; measured: {r.measured})" for r in self.rows if not r.passed]
+            return "\n".join(lines + [f"{self.chapter}: no claims were checked"])
+        lines += [
+            f"{self.chapter}: {r.id} {r.claim!r} failed (paper: {r.paper}; measured: {r.measured})"
+            for r in self.rows
+            if not r.passed
+        ]
         if falsify():
             lines += [
-                f"{self.title}: negative control of {r.claim!r}: the wrong value {r.control} is "
+                f"{self.chapter}: negative control of {r.claim!r}: the wrong value {r.control} is "
                 f"{'accepted (the row cannot fail!)' if r.control_passed else 'rejected'}"
                 for r in self.rows
                 if r.control is not None
@@ -255,35 +386,38 @@ class ClaimCheck:
         """One provenance record per row (the fields of ``claims.json``)."""
         import torch
 
-        from . import device, scale
+        from . import device
 
         dev, dt = device.resolve()
         common = {
-            "chapter": self.chapter or self.title,
+            "chapter": self.chapter,
             "title": self.title,
             "seed_offset": device.seed_offset(),
-            "scale": scale.current(),
+            "scale": self.scale,
             "device": str(dev),
             "dtype": str(dt).replace("torch.", ""),
             "torch": torch.__version__,
             "python": platform.python_version(),
+            "machine": platform.machine(),
             "commit": _commit(),
             "falsify": falsify(),
             "wall_s": round(time.perf_counter() - _T0, 1),
             "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         }
-        return [
-            {**common, **asdict(r), "kind": r.kind, "verdict": ("erratum" if r.erratum else "holds") if r.passed else "fails"}
-            for r in self.rows
-        ]
+        out = []
+        for r in self.rows:
+            rec = {**common, **asdict(r)}
+            rec["verdict"] = r.outcome
+            rec["revision_count"] = len(r.revisions)
+            rec["revised_after_data"] = len(r.revised_after_data)
+            out.append(rec)
+        return out
 
     def write(self, directory: str | os.PathLike | None = None) -> Path | None:
         """Write the records to ``directory`` (default ``COMPANION_CLAIMS_DIR``; nothing when neither is set)."""
         directory = directory or os.environ.get("COMPANION_CLAIMS_DIR")
         if not directory:
             return None
-        if not self.chapter:
-            raise ValueError("ClaimCheck(chapter=...) is needed to write records")
         from . import device
 
         path = Path(directory)
@@ -293,50 +427,96 @@ class ClaimCheck:
         return out
 
     # ---------------------------------------------------------------------------------------- display
+    def _mark(self, r: Claim, falsified: bool) -> tuple[str, str]:
+        if not r.verdict(falsified):
+            return "fails", "❌ fails" + (" (negative control)" if falsified and r.control is not None else "")
+        if r.erratum:
+            return "erratum", "⚠️ erratum: corrected statement holds"
+        return "holds", "✅ holds"
+
+    def _row_html(self, r: Claim, falsified: bool) -> str:
+        e = html.escape
+        cls, mark = self._mark(r, falsified)
+        kind = {"bound": "bound", "value": "value", "consistency": "consistency (machinery, not evidence)"}[r.kind]
+        badges = [f"<span class='claim-kind claim-kind-{r.kind}'>{e(kind)}</span>"]
+        after = r.revised_after_data
+        if after:
+            last = after[-1]
+            badges.append(
+                f"<span class='claim-revised'>rule revised after data, {e(last['date'])}"
+                f"{'' if len(after) == 1 else f' ({len(after)} revisions)'}</span>"
+            )
+        elif r.revisions:
+            badges.append(f"<span class='claim-revised-plain'>rule revised {e(r.revisions[-1]['date'])}</span>")
+        measured = e(r.measured)
+        if r.control is not None:
+            seen = f" ({e(r.control_measured)})" if r.control_measured else ""
+            measured += (
+                f"<span class='claim-control'>control {e(r.control)}{seen}: "
+                f"{'rejected' if not r.control_passed else 'NOT rejected'}</span>"
+            )
+        said = e(r.paper)
+        if r.erratum:
+            said = f"<s>{e(r.erratum)}</s> → {said}"
+        details = [
+            ("paper says", f"{said}<br><small>{e(', '.join(r.refs))}: {e(r.source)}</small>"),
+            ("rule", e(r.threshold)),
+        ]
+        numbers = [f"{e(k)} = {e(v)}" for k, v in r.params.items()]
+        if r.expected:
+            numbers.insert(0, f"expected: {e(r.expected)}")
+        if numbers:
+            details.append(("its numbers", "<br>".join(numbers)))
+        if r.control is not None:
+            details.append(("negative control", f"{e(r.control)}: {'rejected' if not r.control_passed else 'accepted'}"))
+        elif r.kind == "value":
+            details.append(("negative control", "none computed for this row (the registry names the alternative)"))
+        history = [f"registered {e(r.registered)}"] + [
+            f"<b>{e(v['date'])}</b>{' (after data)' if v['after_data'] else ''}: {e(v['was'])} → {e(v['now'])}. "
+            f"<i>Why:</i> {e(v['rationale'])} <i>Impact:</i> {e(v['impact'])}"
+            for v in r.revisions
+        ]
+        details.append(("history", "<br>".join(history)))
+        dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in details)
+        return (
+            f"<details class='claim-row claim-{cls}' id='claim-{e(r.id)}'><summary>"
+            f"<span class='claim-title'>{e(r.claim)}<span class='claim-badges'>{''.join(badges)}"
+            f"<code class='claim-id'>{e(r.id)}</code></span></span>"
+            f"<span class='claim-measured'>{measured}</span><span class='claim-verdict'>{mark}</span>"
+            f"</summary><dl>{dl}</dl></details>"
+        )
+
     def _repr_html_(self) -> str:
         falsified = falsify()
-        head = "<tr><th>claim</th><th>paper says</th><th>threshold (origin)</th><th>measured</th><th>verdict</th></tr>"
-
-        def mark(r: Claim) -> str:
-            ok = r.verdict(falsified)
-            if not ok:
-                return "❌ fails" + (" (negative control)" if falsified and r.control is not None else "")
-            return "⚠️ erratum: corrected statement holds" if r.erratum else "✅ holds"
-
-        def paper_cell(r: Claim) -> str:
-            said = html.escape(r.paper)
-            if r.erratum:
-                said = f"<s>{html.escape(r.erratum)}</s> → {said}"
-            return f"{said}<br><small>{html.escape(', '.join(r.refs))}: {html.escape(r.source)}</small>"
-
-        def measured_cell(r: Claim) -> str:
-            out = html.escape(r.measured)
-            if r.control is not None:
-                verdict = "rejected" if not r.control_passed else "NOT rejected"
-                out += f"<br><small>control {html.escape(r.control)}: {verdict}</small>"
-            return out
-
-        body = "".join(
-            f"<tr><td>{html.escape(r.claim)}</td><td>{paper_cell(r)}</td><td>{html.escape(r.threshold)}</td>"
-            f"<td>{measured_cell(r)}</td><td>{mark(r)}</td></tr>"
-            for r in self.rows
+        head = (
+            "<div class='claim-head'><span>claim</span><span>measured</span><span>verdict</span></div>"
+            "<p class='claim-hint'>Click a row for the paper's words, the registered rule and its numbers, "
+            "the negative control and the rule's history.</p>"
+        )
+        body = "".join(self._row_html(r, falsified) for r in self.rows)
+        missing = "".join(
+            f"<div class='claim-row claim-fails'>❌ registered row {html.escape(m)} did not run</div>" for m in self.missing()
         )
         data = json.dumps(self.records(), ensure_ascii=False).replace("</", "<\\/")
         return (
-            f"<table class='claim-check'><caption>Claim check: {html.escape(self.title)}</caption>{head}{body}"
-            f"</table><script type='application/json' class='companion-claims'>{data}</script>"
+            f"<div class='claim-check'><div class='claim-caption'>{html.escape(self.title)}</div>{head}{body}"
+            f"{missing}</div><script type='application/json' class='companion-claims'>{data}</script>"
         )
 
     def __str__(self) -> str:
         falsified = falsify()
-        lines = [f"Claim check: {self.title}"]
+        lines = [f"{self.title} ({self.chapter}, {self.scale} scale)"]
         for r in self.rows:
             tag = "PASS" if r.verdict(falsified) else "FAIL"
-            extra = f" | control {r.control}: {'accepted' if r.control_passed else 'rejected'}" if r.control else ""
+            seen = f" ({r.control_measured})" if r.control_measured else ""
+            extra = f" | control {r.control}{seen}: {'accepted' if r.control_passed else 'rejected'}" if r.control else ""
             err = f" | erratum of: {r.erratum}" if r.erratum else ""
+            rev = f" | revised after data: {len(r.revised_after_data)}" if r.revised_after_data else ""
             lines.append(
-                f"  [{tag}] {r.claim} | paper: {r.paper} | threshold: {r.threshold} | measured: {r.measured}{extra}{err}"
+                f"  [{tag}] {r.id} ({r.kind}) {r.claim} | paper: {r.paper} | rule: {r.threshold} | "
+                f"measured: {r.measured}{extra}{err}{rev}"
             )
+        lines += [f"  [MISSING] {m}" for m in self.missing()]
         return "\n".join(lines)
 
     def report(self) -> None:

@@ -222,6 +222,14 @@ def make_loss_and_grad(params_like: Sequence[Tensor], X: Tensor, y: Tensor, act)
     def loss_and_grad(params: Sequence[Tensor]) -> tuple[Tensor, list[Tensor]]:
         return _loss_and_gradient_unchecked(params, X, y, sigma)
 
+    def restrict(members: Tensor):
+        """The closure for the members ``members`` only (per-member data sliced)."""
+        sub = [p[members] for p in params_like]
+        Xs = X[members] if X.ndim == 3 else X
+        ys = y[members] if y.ndim == 2 else y
+        return make_loss_and_grad(sub, Xs, ys, act)
+
+    loss_and_grad.restrict = restrict
     return loss_and_grad
 
 

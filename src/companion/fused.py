@@ -82,6 +82,7 @@ def make_loss_and_grad(X: Tensor, y: Tensor, *, mode: str | None = "default") ->
         value, gW, gv = fn(W, v, X, y)
         return value, [gW, gv]
 
+    loss_and_grad_fn.restrict = lambda members: loss_and_grad_fn  # the data are shared by every member
     return loss_and_grad_fn
 
 

@@ -38,6 +38,9 @@ Observer = Callable[[Params, Tensor, Sequence[Tensor]], Tensor]
 def constant(eta: float | Tensor) -> StepRule:
     """A constant step size: a scalar for all members, or an ``(E,)`` tensor of per-member steps.
 
+    A rule with per-member state carries ``restrict(members)``, the rule of a subset of the members, which
+    :func:`run` calls when its stop rule takes members out of the batch (this one does).
+
     The rule is marked ``capturable`` (it ignores ``t`` and makes no host conversion), so :func:`run` may
     capture it in a CUDA graph. A per-member tensor is converted to the loss's device and dtype once.
     """
@@ -63,6 +66,8 @@ def constant(eta: float | Tensor) -> StepRule:
 
     rule.description = f"constant({eta if not isinstance(eta, Tensor) else 'per-member'})"  # type: ignore[attr-defined]
     rule.capturable = True  # type: ignore[attr-defined]  # independent of t, no host sync: CUDA-graph safe
+    # the rule of a subset of the members (gd.run's stop rule shrinks the batch)
+    rule.restrict = (lambda members: rule) if value is not None else (lambda members: constant(eta[members.to(eta.device)]))  # type: ignore[attr-defined]
     return rule
 
 
@@ -80,10 +85,13 @@ def param_norm(params: Params, loss: Tensor, grads: Sequence[Tensor]) -> Tensor:
 class GDResult:
     """What :func:`run` returns.
 
-    ``params``: final parameters (diverged members frozen at their last finite iterate);
-    ``iterations``: the recorded iterations, ``(R,)``; ``history[name]``: ``(R, E, …)`` per observer
-    (``'loss'`` and ``'eta'`` always present; entries after a member diverged are NaN);
-    ``diverged``: ``(E,)`` bool; ``diverged_at``: ``(E,)`` iteration at which it was flagged, −1 if never.
+    ``params``: final parameters, each ``(E, …)`` (diverged members frozen at their last finite iterate, stopped
+    members at their stopping state); ``iterations``: the recorded iterations, ``(R,)``; ``history[name]``:
+    ``(R, E, …)`` per observer (``'loss'`` and ``'eta'`` always present; entries after a member diverged are NaN;
+    after a member stopped, its values at the stopping state, and a NaN step size); ``diverged``: ``(E,)`` bool;
+    ``diverged_at``: ``(E,)`` iteration at which it was flagged, −1 if never; ``stopped_at``: ``(E,)`` iteration at
+    which the stop rule took it out of the batch, −1 if never; ``snapshots``: ``{t: [tensor (E, …), …]}``, the
+    parameters before step ``t`` for every ``t`` of ``snapshot_at``.
     """
 
     params: Params
@@ -91,7 +99,29 @@ class GDResult:
     history: dict[str, Tensor]
     diverged: Tensor
     diverged_at: Tensor
+    stopped_at: Tensor = None  # type: ignore[assignment]
+    snapshots: dict[int, Params] = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.stopped_at is None:
+            self.stopped_at = torch.full_like(self.diverged_at, -1)
+
+    @property
+    def steps_run(self) -> Tensor:
+        """``(E,)``: the steps each member took in the batch (its stopping iteration, else all of them)."""
+        return torch.where(self.stopped_at >= 0, self.stopped_at, int(self.meta.get("steps", -1)))
+
+
+def shared_data(loss_and_grad: LossAndGrad) -> LossAndGrad:
+    """Mark a closure whose data are the same for every member, so that :func:`run` may take members out of the
+    batch (``stop=``): its restriction to a subset of members is the closure itself.
+
+    The models' ``make_loss_and_grad`` closures carry their own ``restrict(members)``, which also slices
+    per-member data; this marks a hand-written one.
+    """
+    loss_and_grad.restrict = lambda members: loss_and_grad  # type: ignore[attr-defined]
+    return loss_and_grad
 
 
 def finite_rows(x: Tensor) -> Tensor:
@@ -150,29 +180,87 @@ def run(
     *,
     record_at: Sequence[int] | Tensor | None = None,
     observers: Mapping[str, Observer] | None = None,
+    stop: Observer | None = None,
+    check_every: int = 100,
+    snapshot_at: Sequence[int] = (),
     progress: bool | None = None,
     desc: str = "GD",
     capture: bool | None = None,
 ) -> GDResult:
-    """Full-batch gradient descent ``θ_{t+1} = θ_t − η_t ∇𝓛(θ_t)`` on an ensemble, for ``steps`` steps (Chapter 1).
+    """Full-batch gradient descent ``θ_{t+1} = θ_t − η_t ∇𝓛(θ_t)`` on an ensemble, for ``steps`` steps.
 
-    ``params``: tensors with leading ensemble axis ``E`` (copied; the inputs are not modified).
-    ``step_size``: a :data:`StepRule`, a float, or an ``(E,)`` tensor (constant per member).
-    ``record_at``: iterations in ``[0, steps]`` at which to record (default: 0 and ``steps``); the state
-    recorded at ``t`` is the one *before* step ``t`` (``t = steps`` is the final state).
-    ``observers``: extra quantities to record; ``loss``, ``eta`` are always recorded.
-    ``capture``: on CUDA, capture one step (the update, then loss-and-gradient, divergence bookkeeping and
-    the rule at the new point) in a CUDA graph and replay it ``steps`` times; recording and observers run
-    outside the graph. ``None`` (default) captures when the parameters are on CUDA and the rule is marked
-    ``capturable`` (:func:`constant` is), ``False`` never, ``True`` always (an error on the CPU or with an
-    unmarked rule). The closure must then make no host conversion after its first call (the one-off checks
-    of :func:`companion.relunet.make_loss_and_grad` and :func:`companion.deepnet.make_loss_and_grad` run in
-    a warm-up before the capture); if the capture fails, ``None`` continues with the eager loop from the
-    same state (``meta['capture_error']`` says why) and ``True`` raises ``RuntimeError``. The graph replays the
-    eager loop's kernels: the results equal the eager loop's (``tests/test_gpu.py``). ``meta['captured']``
-    says which path ran.
+    The engine of every dynamics chapter (:ref:`ch-setup` introduces it). One call trains ``E`` members at once.
+
+    Parameters
+    ----------
+    loss_and_grad
+        ``params -> (loss (E,), grads)``, ``grads`` matching ``params``: a model's ``make_loss_and_grad``
+        (:func:`companion.deepnet.make_loss_and_grad`, :func:`companion.relunet.make_loss_and_grad`,
+        :func:`companion.population.make_loss_and_grad`).
+    params
+        Tensors ``(E, …)`` with a leading ensemble axis (copied; the inputs are not modified).
+    steps
+        Number of steps.
+    step_size
+        A :data:`StepRule`, a float, or an ``(E,)`` tensor (constant per member).
+    record_at
+        Iterations in ``[0, steps]`` at which to record (default: 0 and ``steps``); the state recorded at ``t`` is
+        the one *before* step ``t`` (``t = steps`` is the final state).
+    observers
+        Extra quantities to record, ``name -> f(params, loss, grads)`` (a tensor with leading axis ``E``);
+        ``loss`` and ``eta`` are always recorded.
+    stop
+        A stop rule ``f(params, loss, grads) -> (E,) bool``, evaluated every ``check_every`` steps: a member for
+        which it is true leaves the batch (its outcome is decided; the rest run on a smaller batch) and keeps its
+        state, which later records and snapshots repeat. Needs a closure that knows how to restrict itself to a
+        subset of its members (``loss_and_grad.restrict(index)``, ``index`` the positions of the members kept;
+        the models' closures do, :func:`shared_data` marks a hand-written one); a step-size rule with per-member
+        state is restricted the same way (:func:`constant` is).
+    check_every
+        Steps between two evaluations of ``stop``.
+    snapshot_at
+        Iterations at which to keep the parameters (``result.snapshots``).
+    progress, desc
+        A ``tqdm`` bar (default: on for long runs unless ``COMPANION_PROGRESS=0``) and its label.
+    capture
+        On CUDA, capture one step (the update, then loss-and-gradient, divergence bookkeeping and the rule at the
+        new point) in a CUDA graph and replay it; recording, observers, snapshots and the stop rule run outside the
+        graph, between replays (a batch made smaller by the stop rule is captured anew). ``None`` (default)
+        captures when the parameters are on CUDA and the rule is marked ``capturable`` (:func:`constant` is),
+        ``False`` never, ``True`` always (an error on the CPU or with an unmarked rule). The closure must then make
+        no host conversion after its first call; if the capture fails, ``None`` continues with the eager loop from
+        the same state (``meta['capture_error']`` says why) and ``True`` raises ``RuntimeError``. The graph replays
+        the eager loop's kernels: the results equal the eager loop's. ``meta['captured']`` says which path ran.
+
+    Returns
+    -------
+    GDResult
+        Final parameters, history ``(R, E, …)``, divergence and stopping iterations ``(E,)``, snapshots.
+
+    Notes
+    -----
+    A member whose loss, gradient or parameters become non-finite is flagged diverged at that iteration and frozen
+    at its last finite iterate, while the others continue; nothing raises. The bookkeeping stays on the device: no
+    host synchronisation per step (the stop rule and the records synchronise at their iterations only).
+
+    Examples
+    --------
+    Two members of paper A's network (:ref:`ch-rate`) with Lemma 4.7's adaptive step:
+
+    >>> from companion import bounds, deepnet, device, gd
+    >>> g = device.generator(0)
+    >>> X = deepnet.ball_data(8, 3, generator=g, device="cpu")
+    >>> W = deepnet.init_params([3, 4, 1], 2, generator=g, device="cpu")
+    >>> f = deepnet.make_loss_and_grad(W, X, X[:, 0], "tanh")
+    >>> step = bounds.adaptive_step(L=2, d_max=deepnet.d_max(W))
+    >>> res = gd.run(f, W, 100, step, record_at=[0, 50, 100], progress=False)
+    >>> res.history["loss"].shape
+    torch.Size([3, 2])
+    >>> bool((res.history["loss"][-1] < res.history["loss"][0]).all())
+    True
     """
     validation.positive_int("steps", steps)
+    validation.positive_int("check_every", check_every)
     if not isinstance(params, (list, tuple)) or not params:
         raise ValueError("params must be a non-empty list of tensors with a leading ensemble axis")
     for i, p in enumerate(params[1:], 1):
@@ -183,6 +271,11 @@ def run(
     if any(p.shape[0] != E for p in params):
         raise ValueError(f"every parameter tensor needs the same leading ensemble size; got {[p.shape[0] for p in params]}")
     dev = params[0].device
+    if stop is not None and not callable(getattr(loss_and_grad, "restrict", None)):
+        raise ValueError(
+            "stop= takes members out of the batch: the closure needs restrict(members) (the models' "
+            "make_loss_and_grad closures have it; mark a closure with shared data with gd.shared_data)"
+        )
     if isinstance(step_size, Tensor):
         validation.tensor("step_size", step_size, ndim=1)
         step_size = step_size.to(dev)  # one copy, not one per step
@@ -192,131 +285,237 @@ def run(
     rec = torch.as_tensor(record_at, dtype=torch.long).cpu().flatten().unique(sorted=True)
     if rec.numel() == 0 or rec.min() < 0 or rec.max() > steps:
         raise ValueError(f"record_at must lie in [0, {steps}]")
+    snaps_t = sorted({int(t) for t in snapshot_at})
+    if snaps_t and (snaps_t[0] < 0 or snaps_t[-1] > steps):
+        raise ValueError(f"snapshot_at must lie in [0, {steps}]")
     slot = {int(t): i for i, t in enumerate(rec.tolist())}
     observers = dict(observers or {})
     captured = _capture_wanted(capture, dev, rule)
-    history: dict[str, Tensor] = {}
-    alive = torch.ones(E, dtype=torch.bool, device=dev)
-    diverged_at = torch.full((E,), -1, dtype=torch.long, device=dev)
-    views = [(E,) + (1,) * (p.ndim - 1) for p in params]
-
-    def record(i: int, loss: Tensor, grads: Sequence[Tensor], eta: Tensor) -> None:
-        values = {"loss": loss, "eta": eta, **{k: f(params, loss, grads) for k, f in observers.items()}}
-        for k, v in values.items():
-            v = v.detach()
-            if k not in history:
-                history[k] = torch.full(
-                    (rec.numel(), *v.shape), float("nan"), dtype=v.dtype if v.is_floating_point() else torch.float64, device=dev
-                )
-            mask = alive.view(E, *([1] * (v.ndim - 1)))
-            history[k][i] = torch.where(mask, v.to(history[k].dtype), torch.nan)
-
-    def evaluate(t: int | Tensor, last: bool) -> tuple[Tensor, Sequence[Tensor], Tensor]:
-        """Loss and gradient at the current point, members with a non-finite loss or gradient flagged at ``t``."""
-        loss, grads = loss_and_grad(params)
-        if loss.shape != (E,):
-            raise ValueError(f"loss_and_grad must return a loss of shape ({E},), got {tuple(loss.shape)}")
-        finite = torch.isfinite(loss)
-        if last or not isinstance(t, int) or t in slot:
-            # a non-finite gradient elsewhere makes θ − η g non-finite, which update() flags at the same t and
-            # freezes at the same iterate; only a recorded state needs it flagged before the record
-            finite &= _finite_all(grads)
-        flag(alive.gt(finite), t)  # alive & ~finite in one kernel
-        alive.logical_and_(finite)
-        eta = torch.full_like(loss, float("nan")) if last else rule(params, loss, grads, t if isinstance(t, int) else 0)
-        return loss, grads, eta
-
-    def flag(mask: Tensor, t: int | Tensor) -> None:
-        if isinstance(t, int):
-            diverged_at.masked_fill_(mask, t)  # on device: no host sync
-        else:  # t on the device (inside a graph)
-            torch.where(mask, t, diverged_at, out=diverged_at)
-
-    def update(grads: Sequence[Tensor], eta: Tensor, t: int | Tensor) -> None:
-        # θ − η g in one fused pass per tensor; a step that produces non-finite parameters freezes the
-        # member at its last finite iterate (flagged at this iteration)
-        news = [torch.addcmul(p, eta.view(shape), g, value=-1) for p, g, shape in zip(params, grads, views)]
-        ok = torch.isfinite(eta)
-        ok &= _finite_all(news)
-        flag(alive.gt(ok), t)  # alive & ~ok in one kernel
-        alive.logical_and_(ok)
-        for p, new, shape in zip(params, news, views):
-            if new.dtype == p.dtype:
-                torch.where(alive.view(shape), new, p, out=p)  # in place, one pass
-            else:  # η of a wider dtype than θ
-                p.copy_(torch.where(alive.view(shape), new, p))
-
+    run_ = _Run(loss_and_grad, params, rule, observers, rec, slot, dev)
     bar = tqdm(total=steps, desc=desc, disable=not _progress_enabled(progress, steps * E), leave=False)
     meta = {"steps": steps, "rule": getattr(rule, "description", repr(rule)), "captured": captured}
+    checks = range(check_every, steps, check_every) if stop is not None else range(0)
+    boundaries = sorted({steps, *snaps_t, *checks} - {0})
+    snapshots: dict[int, Params] = {}
     with torch.no_grad():
-        first = None
-        if captured:
-            try:
-                first = _run_captured(evaluate, update, steps, slot, record, bar, dev)
-            except _CaptureFailed as exc:
-                if capture:  # asked for explicitly: say why it cannot be done
-                    raise RuntimeError(f"gd.run could not capture the step in a CUDA graph: {exc.__cause__!r}") from exc
-                first, meta["captured"] = exc.first, False  # automatic: continue eagerly from iteration 0
-                meta["capture_error"] = repr(exc.__cause__)
-        if not meta["captured"]:
-            for t in range(steps + 1):
-                loss, grads, eta = first if (t == 0 and first is not None) else evaluate(t, t == steps)
-                if t in slot:
-                    record(slot[t], loss, grads, eta)
-                if t == steps:
+        state = run_.evaluate(0, steps == 0)
+        t = 0
+        for t1 in [0, *boundaries]:
+            if t1 > t:
+                if meta["captured"]:
+                    try:
+                        state = run_.captured_segment(t, t1, state, steps, bar)
+                    except _CaptureFailed as exc:
+                        if capture:  # asked for explicitly: say why it cannot be done
+                            raise RuntimeError(f"gd.run could not capture the step in a CUDA graph: {exc.__cause__!r}") from exc
+                        meta["captured"] = False  # automatic: continue eagerly from the same state
+                        meta["capture_error"] = repr(exc.__cause__)
+                if not meta["captured"]:
+                    state = run_.eager_segment(t, t1, state, steps, bar)
+                t = t1
+            if t in slot:
+                run_.record(slot[t], *state)
+            if t in snaps_t:
+                snapshots[t] = run_.full_params()
+            if t in checks and run_.members.numel():
+                state = run_.leave(stop(run_.params, state[0], state[1]), t, state)
+                if not run_.members.numel():
+                    for later in [b for b in boundaries if b > t]:
+                        if later in snaps_t:
+                            snapshots[later] = run_.full_params()
                     break
-                update(grads, eta, t)
-                bar.update(1)
     bar.close()
+    run_.finish()
     return GDResult(
-        params=params, iterations=rec.to(dev), history=history, diverged=diverged_at >= 0, diverged_at=diverged_at, meta=meta
+        params=run_.full_params(),
+        iterations=rec.to(dev),
+        history=run_.history,
+        diverged=run_.diverged_at >= 0,
+        diverged_at=run_.diverged_at,
+        stopped_at=run_.stopped_at,
+        snapshots=snapshots,
+        meta=meta,
     )
 
 
-class _CaptureFailed(Exception):
-    """The capture raised (e.g. the closure converts a tensor to a Python number); ``first`` is the evaluation
-    at iteration 0, already made eagerly, from which the eager loop continues."""
+class _Run:
+    """The state of one :func:`run`: the members still in the batch (``members``, indices into the ensemble), their
+    parameters, the full-size outputs, and the steps (eager, or captured in a CUDA graph)."""
 
-    def __init__(self, first):
-        super().__init__("capture failed")
-        self.first = first
+    def __init__(self, loss_and_grad, params, rule, observers, rec, slot, dev):
+        E = params[0].shape[0]
+        self.E, self.rule, self.observers, self.rec, self.slot, self.dev = E, rule, observers, rec, slot, dev
+        self.closure = loss_and_grad
+        self.params = params
+        self.final = [p.clone() for p in params]  # the states of the members that left the batch
+        self.members = torch.arange(E, device=dev)
+        self.history: dict[str, Tensor] = {}
+        self.alive = torch.ones(E, dtype=torch.bool, device=dev)
+        self.diverged_at = torch.full((E,), -1, dtype=torch.long, device=dev)
+        self.batch_diverged_at = self.diverged_at  # the batch's rows (the same tensor until the batch shrinks)
+        self.stopped_at = torch.full((E,), -1, dtype=torch.long, device=dev)
+        self.views = [(E,) + (1,) * (p.ndim - 1) for p in params]
+        self.graph = None  # (replay, buffers) of the current batch
 
+    # ------------------------------------------------------------------------------------ one step
+    def evaluate(self, t: int | Tensor, last: bool) -> tuple[Tensor, Sequence[Tensor], Tensor]:
+        """Loss and gradient at the current point, members with a non-finite loss or gradient flagged at ``t``."""
+        loss, grads = self.closure(self.params)
+        E = self.members.numel()
+        if loss.shape != (E,):
+            raise ValueError(f"loss_and_grad must return a loss of shape ({E},), got {tuple(loss.shape)}")
+        finite = torch.isfinite(loss)
+        if last or not isinstance(t, int) or t in self.slot:
+            # a non-finite gradient elsewhere makes θ − η g non-finite, which update() flags at the same t and
+            # freezes at the same iterate; only a recorded state needs it flagged before the record
+            finite &= _finite_all(grads)
+        self.flag(self.alive.gt(finite), t)  # alive & ~finite in one kernel
+        self.alive.logical_and_(finite)
+        eta = torch.full_like(loss, float("nan")) if last else self.rule(self.params, loss, grads, t if isinstance(t, int) else 0)
+        return loss, grads, eta
 
-def _run_captured(evaluate, update, steps: int, slot: dict, record, bar, dev: torch.device) -> None:
-    """The loop of :func:`run` with one step captured in a CUDA graph.
+    def flag(self, mask: Tensor, t: int | Tensor) -> None:
+        if isinstance(t, int):
+            self.batch_diverged_at.masked_fill_(mask, t)  # on device: no host sync
+        else:  # t on the device (inside a graph)
+            torch.where(mask, t, self.batch_diverged_at, out=self.batch_diverged_at)
 
-    Iteration 0 is evaluated eagerly into static buffers; the graph then holds ``update(t)``, ``t ← t + 1``
-    and ``evaluate(t)`` (``t`` a device counter), writing the new loss, gradients and step sizes into the same
-    buffers. Each replay is one launch; between replays the buffers hold the state at ``t`` for recording.
-    At ``t = steps`` the recorded step size is NaN, as in the eager loop. Raises :class:`_CaptureFailed` when the
-    capture fails (nothing has been replayed then).
-    """
-    loss, grads, eta = _warm_up(lambda: evaluate(0, False), dev)
-    buf_loss, buf_grads, buf_eta = loss.clone(), [g.clone() for g in grads], eta.clone()
-    t_dev = torch.zeros((), dtype=torch.long, device=dev)
+    def update(self, grads: Sequence[Tensor], eta: Tensor, t: int | Tensor) -> None:
+        # θ − η g in one fused pass per tensor; a step that produces non-finite parameters freezes the
+        # member at its last finite iterate (flagged at this iteration)
+        news = [torch.addcmul(p, eta.view(shape), g, value=-1) for p, g, shape in zip(self.params, grads, self.views)]
+        ok = torch.isfinite(eta)
+        ok &= _finite_all(news)
+        self.flag(self.alive.gt(ok), t)  # alive & ~ok in one kernel
+        self.alive.logical_and_(ok)
+        for p, new, shape in zip(self.params, news, self.views):
+            if new.dtype == p.dtype:
+                torch.where(self.alive.view(shape), new, p, out=p)  # in place, one pass
+            else:  # η of a wider dtype than θ
+                p.copy_(torch.where(self.alive.view(shape), new, p))
 
-    def body() -> None:
-        update(buf_grads, buf_eta, t_dev)
-        t_dev.add_(1)
-        loss, grads, eta = evaluate(t_dev, False)
-        buf_loss.copy_(loss)
-        for b, g in zip(buf_grads, grads):
+    def eager_segment(self, t0: int, t1: int, state, steps: int, bar):
+        loss, grads, eta = state
+        for t in range(t0, t1):
+            self.update(grads, eta, t)
+            bar.update(1)
+            loss, grads, eta = self.evaluate(t + 1, t + 1 == steps)
+            if t + 1 < t1 and t + 1 in self.slot:
+                self.record(self.slot[t + 1], loss, grads, eta)
+        return loss, grads, eta
+
+    def captured_segment(self, t0: int, t1: int, state, steps: int, bar):
+        """Steps ``t0 … t1 − 1`` by replaying one captured step; records between replays. Raises
+        :class:`_CaptureFailed` when the capture fails (nothing has been replayed then)."""
+        if self.graph is None:
+            self.graph = self._capture(state)
+        replay, (buf_loss, buf_grads, buf_eta, t_dev) = self.graph
+        t_dev.fill_(t0)
+        buf_loss.copy_(state[0])
+        for b, g in zip(buf_grads, state[1]):
             b.copy_(g)
-        buf_eta.copy_(eta)
+        buf_eta.copy_(state[2])
+        for t in range(t0, t1):
+            replay()
+            bar.update(1)
+            if t + 1 < t1 and t + 1 in self.slot:
+                self.record(self.slot[t + 1], buf_loss, buf_grads, buf_eta)
+        return buf_loss, buf_grads, torch.full_like(buf_eta, float("nan")) if t1 == steps else buf_eta
 
-    try:
-        replay = _CAPTURE(body, dev)
-    except Exception as exc:  # nothing ran: a capture only records kernels; the state is still iteration 0
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-        raise _CaptureFailed((buf_loss, buf_grads, buf_eta)) from exc
-    for t in range(steps + 1):
-        if t in slot:
-            record(slot[t], buf_loss, buf_grads, torch.full_like(buf_eta, float("nan")) if t == steps else buf_eta)
-        if t == steps:
-            break
-        replay()
-        bar.update(1)
+    def _capture(self, state):
+        loss, grads, eta = state
+        buf_loss, buf_grads, buf_eta = loss.clone(), [g.clone() for g in grads], eta.clone()
+        t_dev = torch.zeros((), dtype=torch.long, device=self.dev)
+
+        def body() -> None:
+            self.update(buf_grads, buf_eta, t_dev)
+            t_dev.add_(1)
+            loss, grads, eta = self.evaluate(t_dev, False)
+            buf_loss.copy_(loss)
+            for b, g in zip(buf_grads, grads):
+                b.copy_(g)
+            buf_eta.copy_(eta)
+
+        saved = [p.clone() for p in self.params], self.alive.clone(), self.batch_diverged_at.clone()
+        try:
+            _warm_up(lambda: self.evaluate(0, False), self.dev)  # lazy initialisations, one-off checks
+            replay = _CAPTURE(body, self.dev)
+        except Exception as exc:  # a capture only records kernels: restore the state it started from
+            if self.dev.type == "cuda":
+                torch.cuda.synchronize(self.dev)
+            for p, q in zip(self.params, saved[0]):
+                p.copy_(q)
+            self.alive.copy_(saved[1])
+            self.batch_diverged_at.copy_(saved[2])
+            raise _CaptureFailed(state) from exc
+        return replay, (buf_loss, buf_grads, buf_eta, t_dev)
+
+    # ------------------------------------------------------------------------------------ bookkeeping
+    def record(self, i: int, loss: Tensor, grads: Sequence[Tensor], eta: Tensor, members: Tensor | None = None) -> None:
+        """Write the values of the batch's members at record slot ``i`` (``members``: only these rows)."""
+        values = {"loss": loss, "eta": eta, **{k: f(self.params, loss, grads) for k, f in self.observers.items()}}
+        alive = self.alive
+        cols = self.members
+        for k, v in values.items():
+            v = v.detach()
+            if k not in self.history:
+                dtype = v.dtype if v.is_floating_point() else torch.float64
+                self.history[k] = torch.full((self.rec.numel(), self.E, *v.shape[1:]), float("nan"), dtype=dtype, device=self.dev)
+            out = torch.where(alive.view(-1, *([1] * (v.ndim - 1))), v.to(self.history[k].dtype), torch.nan)
+            if members is not None:
+                self.history[k][i, cols[members]] = out[members]
+            elif cols.numel() == self.E:  # the whole ensemble is in the batch
+                self.history[k][i] = out
+            else:
+                self.history[k][i, cols] = out
+
+    def finish(self) -> None:
+        """Write the batch's divergence iterations into the full-size tensor."""
+        if self.batch_diverged_at is not self.diverged_at:
+            self.diverged_at[self.members] = self.batch_diverged_at
+
+    def full_params(self) -> Params:
+        """The parameters of every member: those in the batch now, the others at the state they left it in."""
+        out = [f.clone() for f in self.final]
+        for o, p in zip(out, self.params):
+            o[self.members] = p
+        return out
+
+    def leave(self, done: Tensor, t: int, state):
+        """Take the members for which ``done`` holds out of the batch at iteration ``t``."""
+        done = done.bool() & self.alive  # a diverged member is frozen anyway; it stays as it is
+        if not bool(done.any()):
+            return state
+        loss, grads, eta = state
+        nan_eta = torch.full_like(eta, float("nan"))
+        for k in [k for k in self.slot if k > t]:  # later records repeat the stopping state
+            self.record(self.slot[k], loss, grads, nan_eta, members=done)
+        gone = self.members[done]
+        for f, p in zip(self.final, self.params):
+            f[gone] = p[done]
+        self.stopped_at[gone] = t
+        self.finish()
+        keep = ~done
+        self.members = self.members[keep]
+        self.params = [p[keep].contiguous() for p in self.params]
+        self.alive = self.alive[keep]
+        self.batch_diverged_at = self.batch_diverged_at[keep]
+        self.views = [(self.members.numel(),) + v[1:] for v in self.views]
+        kept = keep.nonzero().squeeze(1)  # positions in the batch the closure and the rule were made for
+        self.closure = self.closure.restrict(kept)
+        if callable(getattr(self.rule, "restrict", None)):  # a rule with per-member state (a step per member)
+            self.rule = self.rule.restrict(kept)
+        self.graph = None  # a smaller batch is captured anew
+        return loss[keep], [g[keep] for g in grads], eta[keep]
+
+
+class _CaptureFailed(Exception):
+    """The capture raised (e.g. the closure converts a tensor to a Python number); ``state`` is the evaluation
+    from which the eager loop continues."""
+
+    def __init__(self, state):
+        super().__init__("capture failed")
+        self.state = state
 
 
 def _warm_up(fn, dev: torch.device):

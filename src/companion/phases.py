@@ -307,64 +307,6 @@ def mcnemar_exact(right_a, right_b) -> float:
     return float(st.binom.sf(nb - 1, na + nb, 0.5))
 
 
-def snapshot_run(loss_and_grad, params, steps: int, step_size, *, every: int, record_at, observers=None, desc: str = "GD"):
-    """:func:`companion.gd.run` in segments of ``every`` steps, keeping the parameters at every segment boundary
-    (Chapter 8's linearised refinement phase needs the state inside the refinement window, per member).
-
-    The trajectory and the recorded history are those of one ``gd.run`` over ``steps`` steps (same arithmetic,
-    the history rows at ``record_at`` concatenated). Returns ``(result, snaps)``: a
-    :class:`companion.gd.GDResult` and ``snaps = {"iterations": (S,) numpy, "params": [tensor (S, E, ...), ...]}``
-    with the parameters before step ``t`` for ``t = 0, every, 2 every, ... < steps``.
-    """
-    from . import gd
-
-    validation.positive_int("steps", steps)
-    validation.positive_int("every", every)
-    rec = np.unique(np.asarray(record_at, dtype=np.int64))
-    if rec.size == 0 or rec.min() < 0 or rec.max() > steps:
-        raise ValueError(f"record_at must lie in [0, {steps}]")
-    bounds = list(range(0, steps, every)) + [steps]
-    cur = [p.detach().clone() for p in params]
-    rows: dict = {}
-    its, snap_it, snap_p = [], [], []
-    div_at = None
-    for b0, b1 in zip(bounds[:-1], bounds[1:]):
-        last = b1 == steps
-        want = rec[(rec >= b0) & ((rec < b1) | (last & (rec == b1)))]
-        snap_it.append(b0)
-        snap_p.append([p.clone() for p in cur])
-        res = gd.run(
-            loss_and_grad,
-            cur,
-            b1 - b0,
-            step_size,
-            record_at=np.union1d(want - b0, [0, b1 - b0]),
-            observers=observers,
-            progress=False,
-            desc=desc,
-        )
-        got = res.iterations.cpu().numpy() + b0
-        keep = torch.as_tensor(np.isin(got, want), device=res.iterations.device)
-        for k, v in res.history.items():
-            rows.setdefault(k, []).append(v[keep])
-        its.append(got[keep.cpu().numpy()])
-        seg_div = torch.where(res.diverged_at >= 0, res.diverged_at + b0, res.diverged_at)
-        div_at = seg_div if div_at is None else torch.where(div_at >= 0, div_at, seg_div)
-        cur = res.params
-    iterations = torch.as_tensor(np.concatenate(its), device=cur[0].device)
-    history = {k: torch.cat(v) for k, v in rows.items()}
-    result = gd.GDResult(
-        params=cur,
-        iterations=iterations,
-        history=history,
-        diverged=div_at >= 0,
-        diverged_at=div_at,
-        meta={"steps": steps, "segments": len(bounds) - 1},
-    )
-    snaps = {"iterations": np.array(snap_it), "params": [torch.stack(z) for z in zip(*snap_p)]}
-    return result, snaps
-
-
 def linearised_errors(W_start: Tensor, v_start: Tensor, W_end: Tensor, v_end: Tensor, X: Tensor, a: Tensor, mu, offsets):
     """The planted error ``h = ‖diag(|v|)W − W*‖`` predicted by GD linearised at its limit (Theorem 2's local
     refinement phase, Chapter 8).
@@ -413,7 +355,7 @@ def linearised_errors(W_start: Tensor, v_start: Tensor, W_end: Tensor, v_end: Te
 def linearised_rates(
     iterations,
     error,
-    snaps,
+    snapshots,
     W_end: Tensor,
     v_end: Tensor,
     X: Tensor,
@@ -427,12 +369,13 @@ def linearised_rates(
     """Measured and predicted contraction factors of the refinement phase, per member (Theorem 2's linear rate;
     Chapter 8).
 
-    For each member the start ``t_0`` is the last snapshot (:func:`snapshot_run`) at or before the first recorded
-    iteration with ``error < high``; the fit uses the recorded iterations ``t ≥ t_0`` with ``low < error < high``.
-    ``q`` (with its ``confidence`` interval ``q_low, q_high``) is :func:`companion.stats.semilog_slope` of the
-    measured error there; ``q_lin`` is the same fit on the errors that GD linearised at the limit predicts from
-    the state at ``t_0`` (:func:`linearised_errors`), at the same iterations. ``iterations (R,)``, ``error (R, E)``,
-    ``snaps`` from :func:`snapshot_run`, ``W_end (E, k, d)``, ``v_end (E, k)``, ``X (n, d)`` → dict of ``(E,)``
+    For each member the start ``t_0`` is the last snapshot (``snapshot_at`` of :func:`companion.gd.run`) at or
+    before the first recorded iteration with ``error < high``; the fit uses the recorded iterations ``t ≥ t_0``
+    with ``low < error < high``. ``q`` (with its ``confidence`` interval ``q_low, q_high``) is
+    :func:`companion.stats.semilog_slope` of the measured error there; ``q_lin`` is the same fit on the errors
+    that GD linearised at the limit predicts from the state at ``t_0`` (:func:`linearised_errors`), at the same
+    iterations. ``iterations (R,)``, ``error (R, E)``, ``snapshots`` (the ``snapshots`` of a :class:`companion.gd.GDResult`:
+    ``{t: [W (E, k, d), v (E, k)]}``), ``W_end (E, k, d)``, ``v_end (E, k)``, ``X (n, d)`` → dict of ``(E,)``
     arrays ``q, q_low, q_high, q_lin, t0, h0`` (``h0``: the error at ``t_0``, the size of the neglected
     quadratic terms) and ``points``.
     """
@@ -440,14 +383,14 @@ def linearised_rates(
 
     it, err = _arr(iterations).astype(np.int64), _arr(error).astype(float)
     E = err.shape[1]
-    s_it = _arr(snaps["iterations"]).astype(np.int64)
+    s_it = np.array(sorted(snapshots), dtype=np.int64)
     below = err < high
     if not below.any(0).all():
         raise ValueError("some member never enters the window below `high`")
     first = it[below.argmax(0)]
     t0 = np.array([s_it[s_it <= f].max() for f in first])
-    idx = np.searchsorted(s_it, t0)
-    Ws, vs = snaps["params"][0][idx, np.arange(E)], snaps["params"][1][idx, np.arange(E)]
+    Ws = torch.stack([snapshots[int(t)][0][e] for e, t in enumerate(t0)])
+    vs = torch.stack([snapshots[int(t)][1][e] for e, t in enumerate(t0)])
     sel = [(it >= t0[e]) & (err[:, e] > low) & (err[:, e] < high) for e in range(E)]
     pred = linearised_errors(Ws, vs, W_end, v_end, X, a, mu, [it[m] - t0[e] for e, m in enumerate(sel)])
     out = {key: np.full(E, np.nan) for key in ("q", "q_low", "q_high", "q_lin", "h0")}

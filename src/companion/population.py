@@ -381,7 +381,8 @@ def make_loss_and_grad(
     ``form="gram"`` (default) uses :func:`gram_loss_and_gradient` (``E·k²·d`` per step, any ``r``);
     ``form="kahan"`` uses :func:`loss_and_gradient` (Kahan angles, exact where neurons align, e.g. on
     Theorem 1's saddle manifolds; one output only; for ``k = 2`` written out pair by pair, without the
-    ``(E, k, k, d)`` tensors). Shapes are checked at the first call only.
+    ``(E, k, k, d)`` tensors). Shapes are checked at the first call only. ``closure.restrict(members)`` is the
+    closure of a subset of the members (:func:`companion.gd.run` takes decided members out of the batch).
     """
     validation.tensor("target", target, ndim=(1, 2))
     if fixed_v is not None:
@@ -427,6 +428,15 @@ def make_loss_and_grad(
             value, gW, gV = _loss_gradient(W, V, target)
         return (value, [gW, gV]) if fixed_v is None else (value, [gW])
 
+    def restrict(members: Tensor) -> Callable:
+        """The closure for the members ``members`` only (per-member fixed output weights sliced)."""
+        if fixed_v is None:
+            return loss_and_grad_fn  # the target is shared by every member
+        if "V" not in checked:
+            raise ValueError("restrict() is called by gd.run after the closure's first call")
+        return make_loss_and_grad(target, fixed_v=checked["V"][members], form=form)
+
+    loss_and_grad_fn.restrict = restrict
     return loss_and_grad_fn
 
 

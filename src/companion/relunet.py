@@ -309,7 +309,8 @@ def make_loss_and_grad(X: Tensor, Y: Tensor, *, fixed_v: Tensor | None = None) -
     closure returns ``(loss (E,), [grad_W, grad_v])``. Fixed output weights: ``params = [W]`` and
     ``fixed_v`` (``(E, k)``/``(E, k, r)``, or ``(k,)`` broadcast to every member) stays put;
     the closure returns ``(loss, [grad_W])``. The data are validated once here; shapes are checked against
-    the parameters at the first call.
+    the parameters at the first call. ``closure.restrict(members)`` is the closure of a subset of the members
+    (:func:`companion.gd.run` takes decided members out of the batch).
     """
     validation.same_device(X=X, Y=Y, **({} if fixed_v is None else {"fixed_v": fixed_v}))
     validation.tensor("X", X, ndim=(2, 3))
@@ -338,6 +339,13 @@ def make_loss_and_grad(X: Tensor, Y: Tensor, *, fixed_v: Tensor | None = None) -
         value, gW, gV = loss_and_gradient(W, V, X, Y, train_v=fixed_v is None)
         return (value, [gW, gV]) if fixed_v is None else (value, [gW])
 
+    def restrict(members: Tensor) -> Callable:
+        """The closure for the members ``members`` only (per-member data and output weights sliced)."""
+        per_member = X.ndim == 3
+        v = fixed_v if fixed_v is None or fixed_v.ndim == 1 else fixed_v[members]
+        return make_loss_and_grad(X[members] if per_member else X, Y[members] if per_member else Y, fixed_v=v)
+
+    loss_and_grad_fn.restrict = restrict
     return loss_and_grad_fn
 
 
@@ -490,76 +498,3 @@ def growth_sign(W: Tensor, v: Tensor, a: Tensor, X: Tensor | None = None) -> Ten
         c = ((mask * (X @ a).unsqueeze(1)).T @ X / X.shape[0]).view(E, k, d)
     chat = c / c.norm(dim=-1, keepdim=True)
     return torch.sign(v + (W * chat).sum(-1))
-
-
-# ------------------------------------------------------------------------------------------ early stopping
-def train_until_decided(
-    make_closure: Callable,
-    params: Sequence[Tensor],
-    steps: int,
-    step_size: float,
-    *,
-    decided: Callable,
-    chunk: int = 100,
-    snapshot_at: Sequence[int] = (),
-    observers: dict | None = None,
-) -> dict:
-    """Gradient descent (:func:`companion.gd.run`) in chunks of ``chunk`` steps, members removed from the batch
-    once ``decided`` says their outcome can no longer change (Chapters 9-10: a run stops once its error or loss is
-    far below the success threshold; from there the local refinement phase only contracts it, Chapter 8).
-
-    ``make_closure(idx)`` returns the engine closure for the members ``idx`` (a ``(E',)`` long tensor; e.g.
-    ``make_loss_and_grad(X[idx], Y[idx])`` for per-member data, or one closure for all). ``decided(params, idx)``
-    returns an ``(E',)`` bool tensor for the members still running. ``observers`` (``name -> f(params, idx)``, a tensor with
-    a leading member axis) are evaluated at the iterations ``snapshot_at`` and at the end; a member that stopped
-    earlier keeps its value at the stopping point (the state it would keep under the rule). Returns a dict:
-    ``params`` (tensors ``(E, ...)``), ``stopped_at`` (``(E,)`` numpy; ``steps`` for members that ran to the end),
-    ``snapshots`` (``{t: {name: (E, ...)}}``) and ``diverged`` (``(E,)`` bool numpy).
-    """
-    from . import gd
-
-    validation.positive_int("steps", steps)
-    validation.positive_int("chunk", chunk)
-    observers = dict(observers or {})
-    cur = [p.detach().clone() for p in params]
-    final = [p.detach().clone() for p in params]
-    E = cur[0].shape[0]
-    dev = cur[0].device
-    idx = torch.arange(E, device=dev)
-    stopped_at = torch.full((E,), steps, dtype=torch.long)
-    diverged = torch.zeros(E, dtype=torch.bool)
-    snaps_t = sorted({int(t) for t in snapshot_at if 0 <= int(t) <= steps} | {steps})
-    snaps = {t: {} for t in snaps_t}
-
-    def observe(t: int, ps: Sequence[Tensor], members: Tensor) -> None:
-        for name, f in observers.items():
-            val = f(ps, members)
-            if name not in snaps[t]:
-                snaps[t][name] = torch.full((E, *val.shape[1:]), float("nan"), dtype=val.dtype, device=dev)
-            snaps[t][name][members] = val
-
-    t = 0
-    while t < steps and idx.numel():
-        span = min(chunk, steps - t)
-        for s in snaps_t:  # snapshot iterations inside this chunk: split the chunk there
-            if t < s < t + span:
-                span = s - t
-                break
-        res = gd.run(make_closure(idx), cur, span, step_size, progress=False)
-        cur = res.params
-        diverged[idx.cpu()] |= res.diverged.cpu()
-        t += span
-        if t in snaps:
-            observe(t, cur, idx)
-        done = decided(cur, idx).bool() if t < steps else torch.ones(idx.numel(), dtype=torch.bool, device=dev)
-        if bool(done.any()):
-            gone = idx[done]
-            for p_final, p in zip(final, cur):
-                p_final[gone] = p[done]
-            stopped_at[gone.cpu()] = t
-            for s in snaps_t:  # later snapshots keep the stopping state
-                if s > t:
-                    observe(s, [p[done] for p in cur], gone)
-            keep = ~done
-            idx, cur = idx[keep], [p[keep] for p in cur]
-    return {"params": final, "stopped_at": stopped_at.numpy(), "snapshots": snaps, "diverged": diverged.numpy()}

@@ -1,0 +1,86 @@
+"""The claim registry (book/claims/*.yml): one file per chapter, read by the chapter's claim check; every row well
+formed, naming results of the inventory; every change of a rule along the git history recorded as a revision."""
+
+import copy
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from companion import _book, registry
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import registry as history  # noqa: E402  (tools/registry.py)
+
+REGS = registry.load_all(ROOT / "book" / "claims")
+CHAPTERS = _book.toc_chapters(ROOT)
+
+
+def test_every_chapter_has_a_registry_and_its_claim_check_reads_it():
+    labels = {doc: _book.chapter_label(ROOT, doc) for doc in CHAPTERS}
+    assert set(labels.values()) == set(REGS), "one registry file per chapter, named after its label"
+    for doc, label in labels.items():
+        text = (ROOT / f"{doc}.md").read_text()
+        assert f'claims.ClaimCheck("{label}"' in text, f"{doc}: the claim check reads the registry of {label}"
+        called = set(re.findall(r"check\.(?:add|compare|rule)\(\s*f?[\"']([a-z0-9.\-{}_]+)[\"']", text))
+        literal = {c for c in called if "{" not in c and not c.endswith(".")}  # not a prefix joined to a name
+        unknown = literal - set(REGS[label].rows)
+        assert unknown == set(), f"{doc}: rows not registered in book/claims: {sorted(unknown)}"
+
+
+def test_every_registered_ref_is_a_result_of_the_inventory():
+    results = {r["id"] for r in _book.coverage_inventory(ROOT)}
+    bad = [(r.id, ref) for reg in REGS.values() for r in reg.rows.values() for ref in r.refs if ref not in results]
+    assert bad == [], f"registered rows name results missing from book/coverage/*.yml: {bad}"
+
+
+def test_row_ids_are_unique_across_the_book():
+    ids = [r for reg in REGS.values() for r in (*reg.rows, *(x.id for x in reg.retired))]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.skipif(not history.git_available(), reason="not a git checkout: the registry's history cannot be read")
+def test_every_change_of_a_rule_along_the_history_is_recorded():
+    assert history.history_problems() == []
+
+
+def _version(name, rows, retired=()):
+    return history.Version(name, {"toy.yml": {"chapter": "ch-toy", "rows": rows, "retired": list(retired)}})
+
+
+ROW = {
+    "id": "toy.rate",
+    "kind": "value",
+    "rule": {"text": "interval contains 1/2", "expected": {"value": 0.5, "from": "symmetry"},
+             "wrong": {"value": 0.75, "from": "a guess"}},
+    "scales": ["quick", "paper"],
+    "revisions": [],
+}  # fmt: skip
+
+
+def test_an_unrecorded_change_a_silent_deletion_and_a_rewritten_revision_are_caught():
+    before = _version("v1", [ROW])
+    moved = copy.deepcopy(ROW)
+    moved["rule"]["expected"]["value"] = 0.45
+    assert "without a new revision entry" in history.compare(before, _version("v2", [moved]))[0]
+    revised = copy.deepcopy(moved)
+    revised["revisions"] = [{"date": "2026-12-01", "after_data": True, "was": "1/2", "now": "0.45", "rationale": "r",
+                             "impact": "i"}]  # fmt: skip
+    assert history.compare(before, _version("v2", [revised])) == []
+    assert "disappeared" in history.compare(before, _version("v2", []))[0]
+    assert history.compare(before, _version("v2", [], [{"id": "toy.rate"}])) == []
+    rewritten = copy.deepcopy(revised)
+    rewritten["revisions"][0]["after_data"] = False
+    assert "rewritten" in history.compare(_version("v2", [revised]), _version("v3", [rewritten]))[0]
+    assert "deleted" in history.compare(before, history.Version("v2", {}))[0]
+    assert "taken off" in history.compare(_version("v1", [], [{"id": "toy.rate"}]), _version("v2", []))[0]
+
+
+def test_every_row_states_its_rule_and_value_rows_their_control():
+    for reg in REGS.values():
+        for r in reg.rows.values():
+            assert r.text and r.source and r.paper, r.id
+            if r.kind == "value":
+                assert r.wrong is not None, f"{r.id}: a value row names its wrong value"

@@ -1,0 +1,146 @@
+"""The claim registry's history: every change of a registered rule must come with a revision entry.
+
+    python tools/registry.py check          # exit 1 on an unrecorded change anywhere in the registry's git history
+    python tools/registry.py show failures  # one chapter's rows: id, kind, scales, revisions
+    python tools/registry.py deviations     # every revision made after seeing data
+
+``check`` reads every committed version of ``book/claims/*.yml`` (``git log``), then the working tree, and compares
+each version with the one before it, row by row:
+
+* a row whose rule changed (:func:`companion.registry.fingerprint`: kind, rule text, parameters, expected and wrong
+  values, scales, erratum) must have gained a revision entry;
+* the revisions already recorded are never rewritten or dropped (a revision list only grows at its end);
+* a row never disappears: it stays active, or it moves to the file's ``retired`` list (and stays there);
+* a chapter's registry file is never deleted.
+
+So a number changed in a registry file without a revision entry fails the test suite (``tests/book/test_registry.py``),
+whether the change is committed or not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+from companion import registry  # noqa: E402
+
+REGISTRY = "book/claims"
+
+
+@dataclass
+class Version:
+    """The registry at one commit (or the working tree): ``{file name: parsed YAML}``."""
+
+    name: str
+    files: dict[str, dict]
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+def git_available() -> bool:
+    try:
+        return _git("rev-parse", "--is-inside-work-tree").strip() == "true"
+    except (OSError, subprocess.CalledProcessError):
+        return False
+
+
+def versions(include_worktree: bool = True) -> list[Version]:
+    """Every committed version of the registry, oldest first, then the working tree."""
+    out = []
+    for line in _git("log", "--reverse", "--format=%H %cs", "--", REGISTRY).splitlines():
+        commit, date = line.split()
+        names = [n for n in _git("ls-tree", "--name-only", commit, f"{REGISTRY}/").split() if n.endswith(".yml")]
+        files = {Path(n).name: yaml.safe_load(_git("show", f"{commit}:{n}")) for n in names}
+        out.append(Version(f"{commit[:10]} ({date})", files))
+    if include_worktree:
+        files = {p.name: yaml.safe_load(p.read_text()) for p in sorted((ROOT / REGISTRY).glob("*.yml"))}
+        out.append(Version("the working tree", files))
+    return out
+
+
+def _rows(data: dict) -> dict[str, dict]:
+    return {r["id"]: r for r in (data or {}).get("rows") or [] if isinstance(r, dict) and "id" in r}
+
+
+def _retired(data: dict) -> set[str]:
+    return {r["id"] for r in (data or {}).get("retired") or [] if isinstance(r, dict) and "id" in r}
+
+
+def compare(before: Version, after: Version) -> list[str]:
+    """The unrecorded changes from ``before`` to ``after``."""
+    problems = []
+    for name, old in before.files.items():
+        new = after.files.get(name)
+        if new is None:
+            problems.append(f"{after.name}: {REGISTRY}/{name} was deleted (its rows must stay, active or retired)")
+            continue
+        old_rows, new_rows, new_retired = _rows(old), _rows(new), _retired(new)
+        for rid, row in old_rows.items():
+            if rid not in new_rows:
+                if rid not in new_retired:
+                    problems.append(f"{after.name}: row {rid} disappeared without being retired")
+                continue
+            nrow = new_rows[rid]
+            old_revs, new_revs = row.get("revisions") or [], nrow.get("revisions") or []
+            if new_revs[: len(old_revs)] != old_revs:
+                problems.append(f"{after.name}: row {rid}: a recorded revision was rewritten or removed")
+            elif registry.fingerprint(row) != registry.fingerprint(nrow) and len(new_revs) <= len(old_revs):
+                problems.append(
+                    f"{after.name}: row {rid}: its rule changed (kind, rule, scales or erratum) without a new "
+                    "revision entry (date, was, now, rationale, impact, after_data)"
+                )
+        for rid in _retired(old) - new_retired:
+            problems.append(f"{after.name}: retired row {rid} was taken off the retired list")
+    return problems
+
+
+def history_problems() -> list[str]:
+    """Every unrecorded change along the registry's history (empty when there is none)."""
+    vs = versions()
+    problems = []
+    for before, after in zip(vs, vs[1:]):
+        problems += compare(before, after)
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("check", help="unrecorded changes along the registry's git history")
+    show = sub.add_parser("show", help="one chapter's registered rows")
+    show.add_argument("chapter", help="the chapter's label without ch- (e.g. failures)")
+    sub.add_parser("deviations", help="every revision made after seeing data")
+    args = ap.parse_args(argv)
+    if args.cmd == "check":
+        if not git_available():
+            print("not a git checkout: the registry's history cannot be read")
+            return 2
+        problems = history_problems()
+        print("\n".join(problems) or f"{len(versions()) - 1} committed versions: every change is recorded")
+        return 1 if problems else 0
+    regs = registry.load_all(ROOT / REGISTRY)
+    if args.cmd == "show":
+        reg = regs[f"ch-{args.chapter.removeprefix('ch-')}"]
+        for r in reg.rows.values():
+            print(f"{r.id:48s} {r.kind:12s} {','.join(r.scales):11s} revisions {len(r.revisions)}")
+        for r in reg.retired:
+            print(f"{r.id:48s} retired {r.retired}: {r.reason}")
+        return 0
+    for reg in regs.values():
+        for r in reg.rows.values():
+            for v in r.revised_after_data:
+                print(f"{v.date} {r.id}: {v.was} -> {v.now}\n    why: {v.rationale}\n    impact: {v.impact}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

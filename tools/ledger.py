@@ -3,25 +3,31 @@
     python tools/ledger.py record _build/claims --name cpu-paper      # after `make book`
     python tools/ledger.py record gpu/claims.json --name cuda-paper   # after benchmarks/gpu_check.sh
     python tools/ledger.py show
+    python tools/ledger.py tables                                    # README's timing and precision tables
 
 ``record`` reads the records of one run (a folder written with ``COMPANION_CLAIMS_DIR``, or a ``claims.json``),
 keeps the fields the ledger and the README's tables use (no texts: those are in the registry) and writes
 ``book/_generated/runs/<name>.json``. The status page's ledger (chapters × CPU, CUDA, float32 on CUDA) is built from
-these files by the book build (``companion._book``), never typed by hand.
+these files by the book build (``companion._book``), never typed by hand. ``tables`` rewrites the README's
+per-chapter timing table (from the runs ``cpu-quick`` and ``cpu-paper``) and precision table (from
+``cpu-float32-quick``, a quick run with ``COMPANION_DTYPE=float32``) between their ``<!-- generated: … -->`` markers.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "book" / "_generated" / "runs"
 KEEP = (
     "id", "chapter", "kind", "verdict", "measured", "value", "interval", "control_passed", "fields",
-    "seed_offset", "scale", "device", "dtype", "torch", "python", "machine", "commit", "falsify", "wall_s", "date",
+    "seed_offset", "scale", "device", "dtype", "requested_dtype", "float64_reason", "torch", "python", "machine",
+    "cpu_count", "commit", "falsify", "wall_s", "date",
 )  # fmt: skip
 
 
@@ -50,6 +56,92 @@ def record(source: Path, name: str) -> Path:
     return out
 
 
+def chapters() -> list[tuple[str, str]]:
+    """``(label, "N. Title")`` of every chapter, in the order of ``_toc.yml``."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    out = []
+    for part in toc.get("parts", []):
+        for c in part.get("chapters", []):
+            md = ROOT / f"{c['file']}.md"
+            text = md.read_text() if md.exists() else ""
+            label, title = re.search(r"^\((ch-[a-z0-9-]+)\)=$", text, re.M), re.search(r"^# (.+)$", text, re.M)
+            if text.startswith("---\njupytext:") and label and title:
+                out.append((label.group(1), title.group(1).replace("$", "")))
+    return out
+
+
+def load_run(name: str) -> list[dict]:
+    path = RUNS / f"{name}.json"
+    return json.loads(path.read_text())["records"] if path.exists() else []
+
+
+def _by_chapter(records: list[dict]) -> dict[str, list[dict]]:
+    out = defaultdict(list)
+    for r in records:
+        out[r["chapter"]].append(r)
+    return out
+
+
+def _machine(records: list[dict]) -> str:
+    r = records[0]
+    return (
+        f"{r['date'][:10]}, {r.get('machine', '?')}, {r.get('cpu_count', '?')} CPU cores, {r['device']}, commit {r['commit'][:7]}"
+    )
+
+
+def timing_table() -> str:
+    quick, paper = _by_chapter(load_run("cpu-quick")), _by_chapter(load_run("cpu-paper"))
+    if not quick or not paper:
+        return "(no recorded runs: `tools/ledger.py record` the runs cpu-quick and cpu-paper first)\n"
+    lines = ["| chapter | quick (s) | paper (s) |", "| --- | ---: | ---: |"]
+    total = [0.0, 0.0]
+    for label, title in chapters():
+        q = max((r["wall_s"] for r in quick.get(label, [])), default=float("nan"))
+        p = max((r["wall_s"] for r in paper.get(label, [])), default=float("nan"))
+        total = [total[0] + q, total[1] + p]
+        lines.append(f"| {title} | {q:.0f} | {p:.0f} |")
+    lines.append(f"| all chapters | {total[0]:.0f} | {total[1]:.0f} |")
+    q0, p0 = next(iter(quick.values())), next(iter(paper.values()))
+    return (
+        "\n".join(lines)
+        + f"\n\nQuick: {_machine(q0)}. Paper: {_machine(p0)}. Each chapter's wall time from its first import of the"
+        " package to its claim check (its records' `wall_s`), kernel start not included.\n"
+    )
+
+
+def precision_table() -> str:
+    runs = _by_chapter(load_run("cpu-float32-quick"))
+    if not runs:
+        return "(no recorded float32 run: record a quick run with COMPANION_DTYPE=float32 as cpu-float32-quick)\n"
+    lines = ["| chapter | float32 | why float64 where needed |", "| --- | --- | --- |"]
+    for label, title in chapters():
+        recs = runs.get(label, [])
+        reason = next((r.get("float64_reason") for r in recs if r.get("float64_reason")), None)
+        fails = sum(r["verdict"] == "fails" for r in recs)
+        if not recs:
+            verdict, why = "not run", ""
+        elif reason:
+            verdict, why = "float64", reason
+        elif fails:
+            verdict, why = f"float32: {fails} of {len(recs)} rows fail", ""
+        else:
+            verdict, why = "**float32 keeps all verdicts**", ""
+        lines.append(f"| {title} | {verdict} | {why} |")
+    return "\n".join(lines) + f"\n\nFloat32 run: {_machine(next(iter(runs.values())))}, quick scale.\n"
+
+
+def write_tables(readme: Path = ROOT / "README.md") -> None:
+    text = readme.read_text()
+    for name, body in (("timings", timing_table()), ("precision", precision_table())):
+        pattern = re.compile(rf"(<!-- generated: {name} .*?-->\n).*?(<!-- end generated -->)", re.S)
+        if not pattern.search(text):
+            raise SystemExit(f"README.md has no '<!-- generated: {name} ... -->' block")
+        text = pattern.sub(lambda m: m.group(1) + body + m.group(2), text)
+    readme.write_text(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -57,7 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("source", type=Path)
     rec.add_argument("--name", required=True, help="e.g. cpu-paper, cuda-paper, cuda-float32-paper")
     sub.add_parser("show", help="the recorded runs")
+    sub.add_parser("tables", help="rewrite the README's timing and precision tables from the recorded runs")
     args = ap.parse_args(argv)
+    if args.cmd == "tables":
+        write_tables()
+        print("README.md: timing and precision tables rewritten from book/_generated/runs/")
+        return 0
     if args.cmd == "record":
         out = record(args.source, args.name)
         print(f"wrote {out.relative_to(ROOT)}")

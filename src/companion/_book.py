@@ -264,11 +264,41 @@ STATUS_STYLE = {  # face colour, edge colour, legend text
 def short_id(rid: str) -> str:
     """A node label: ``A Lemma 4.5`` -> ``L4.5``, ``B Theorem 10`` -> ``T10``, ``A Eq. (14)`` -> ``(14)``."""
     name = rid.split(" ", 1)[1]
-    for word, abbrev in (("Lemma ", "L"), ("Theorem ", "T"), ("Assumption ", "As"), ("Figure ", "F"), ("Eq. ", "")):
+    for word, abbrev in (
+        ("Lemma ", "L"), ("Theorem ", "T"), ("Assumption ", "As"), ("Figure ", "F"), ("Eq. ", ""),
+        ("Appendix ", "App "), ("Section ", "§"),
+    ):  # fmt: skip
         if name.startswith(word):
             return abbrev + name[len(word) :]
     words = re.findall(r"[A-Za-z0-9.]+", name)
     return "".join(w[0].upper() for w in words)[:5] if len(name) > 7 else name
+
+
+def _layer_order(g, depth: dict[str, int], sweeps: int = 8) -> dict[str, float]:
+    """x positions within each layer that keep edges short: the barycentre heuristic of layered graph drawing
+    (each layer ordered by the mean position of its neighbours in the layers below and above, alternately)."""
+    layers: dict[int, list[str]] = {}
+    for n in g:  # inventory order to start with
+        layers.setdefault(depth[n], []).append(n)
+    width = max(len(v) for v in layers.values())
+
+    def place(nodes):  # centred, unit spacing
+        return {n: k - (len(nodes) - 1) / 2 for k, n in enumerate(nodes)}
+
+    x = {n: v for nodes in layers.values() for n, v in place(nodes).items()}
+    order = sorted(layers)
+    for sweep in range(sweeps):
+        seq = order[1:] if sweep % 2 == 0 else order[-2::-1]
+        for lay in seq:
+            nbrs = g.predecessors if sweep % 2 == 0 else g.successors
+
+            def centre(n):
+                xs = [x[m] for m in nbrs(n)]
+                return sum(xs) / len(xs) if xs else x[n]
+
+            layers[lay].sort(key=centre)
+            x.update(place(layers[lay]))
+    return {n: v * (width / max(width, 1)) for n, v in x.items()}
 
 
 def dependency_graph(results: list[dict], status: dict[str, str], path: Path, title: str) -> None:
@@ -295,19 +325,20 @@ def dependency_graph(results: list[dict], status: dict[str, str], path: Path, ti
         g.nodes[n]["layer"] = depth[n]
     layers = max(depth.values()) + 1
     widest = max(Counter(depth.values()).values())
-    pos = nx.multipartite_layout(g, subset_key="layer", align="horizontal", scale=1.0)
-    pos = {n: (x, depth[n]) for n, (x, _) in pos.items()}
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.62 * widest + 1.5), 0.95 * layers + 1.6), dpi=100)
+    pos = {n: (x, depth[n]) for n, x in _layer_order(g, depth).items()}
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * widest + 1.0), 0.8 * layers + 1.4), dpi=100)
     fig.patch.set_facecolor("white")
     ax.set_facecolor("white")
-    nx.draw_networkx_edges(g, pos, ax=ax, edge_color="#888888", arrows=True, arrowsize=8, width=0.8, node_size=900)
+    nx.draw_networkx_edges(g, pos, ax=ax, edge_color="#8a8a8a", alpha=0.55, arrows=True, arrowsize=8, width=0.7, node_size=700)
     for state, (face, edge, _) in STATUS_STYLE.items():
         nodelist = [n for n in g if status.get(n) == state]
         if nodelist:
             nx.draw_networkx_nodes(
-                g, pos, nodelist=nodelist, ax=ax, node_color=face, edgecolors=edge, linewidths=1.4, node_size=900
+                g, pos, nodelist=nodelist, ax=ax, node_color=face, edgecolors=edge, linewidths=1.4, node_size=700
             )
-    nx.draw_networkx_labels(g, pos, {n: short_id(n) for n in g}, ax=ax, font_size=7, font_color="#111111")
+    for n in g:  # a long label in a smaller font, so that it stays inside its node
+        label = short_id(n)
+        ax.text(*pos[n], label, ha="center", va="center", fontsize=7 if len(label) <= 5 else 5.5, color="#111111")
     present = [s for s in STATUS_STYLE if s in status.values()]
     ax.legend(
         handles=[Patch(facecolor=STATUS_STYLE[s][0], edgecolor=STATUS_STYLE[s][1], label=STATUS_STYLE[s][2]) for s in present],
@@ -365,9 +396,10 @@ def _coverage_table(app, fromdoc: str):
         prefix = "../" * fromdoc.count("/")  # _static/ sits at the site's root
         sec += nodes.raw(
             "",
-            f"<figure class='companion-graph'><img src='{prefix}_static/{name}' alt='dependency graph of paper {paper}'>"
-            f"<figcaption>Paper {paper}'s results, each drawn above the results its proof uses (the inventory's "
-            "<code>uses</code>), coloured by status in this build.</figcaption></figure>",
+            f"<figure class='companion-graph'><a href='{prefix}_static/{name}'><img src='{prefix}_static/{name}' "
+            f"alt='dependency graph of paper {paper}'></a><figcaption>Paper {paper}'s results, each drawn above the "
+            "results its proof uses (the inventory's <code>uses</code>), coloured by status in this build; click the "
+            "graph to open it at full size.</figcaption></figure>",
             format="html",
         )
         table, body, row = _table("coverage-table", {"Result": 22, "Statement": 40, "Checked by (verdict), or why not": 38})
@@ -389,7 +421,9 @@ def _coverage_table(app, fromdoc: str):
                 if not records:
                     cell += nodes.Text("not executed in this build")
                 elif elsewhere:
-                    cell += nodes.Text(f"not checked at this build's scale (registered rows at other scales: {', '.join(elsewhere)})")
+                    cell += nodes.Text(
+                        f"not checked at this build's scale (registered rows at other scales: {', '.join(elsewhere)})"
+                    )
                 else:
                     cell += nodes.Text("❌ no bound or value row checks it in this build")
             body += row([f"{item['id']}: {item.get('title', '')}", with_math(item.get("statement", "")), cell])
@@ -436,7 +470,8 @@ def _deviations(app, fromdoc: str):
         doc = docs.get(label)
         name = nodes.literal(text=rule.id)
         cell += _link(app, fromdoc, doc, [name], f"claim-{rule.id}") if doc else name
-        cell += nodes.Text(f" {rule.claim}" + ("" if hasattr(rule, "kind") else " (row since retired)"))
+        claim = re.sub(r"\{([A-Za-z_]\w*)\}", r"⟨\1⟩", rule.claim)  # a placeholder the chapter fills
+        cell += nodes.Text(f" {claim}" + ("" if hasattr(rule, "kind") else " (row since retired)"))
         body += row([date, cell, f"{rev.was} → {rev.now}", f"{rev.rationale} Impact: {rev.impact}"])
     out.append(table)
     if retired:

@@ -42,6 +42,7 @@ __all__ = [
     "get_device",
     "get_dtype",
     "set_policy",
+    "switched_to_float64",
     "resolve",
     "seed_offset",
     "generator",
@@ -88,6 +89,7 @@ def set_policy(device: str | torch.device | None = None, dtype: str | torch.dtyp
     """Override the device and/or dtype for the rest of the session (``None`` restores the default)."""
     _policy["device"] = None if device is None else torch.device(device)
     _policy["dtype"] = None if dtype is None else _parse_dtype(dtype)
+    _policy.pop("switched", None)
 
 
 def resolve(device: str | torch.device | None = None, dtype: torch.dtype | str | None = None) -> tuple[torch.device, torch.dtype]:
@@ -138,7 +140,14 @@ def require_float64(reason: str) -> None:
     """
     if get_dtype() != torch.float64:
         print(f"note: this chapter needs float64 ({reason}); running it in float64 instead of {get_dtype()}.")
+        requested = get_dtype()
         set_policy(device=_policy["device"], dtype=torch.float64)
+        _policy["switched"] = (str(requested).replace("torch.", ""), reason)  # the claim records say so
+
+
+def switched_to_float64() -> tuple[str, str] | None:
+    """``(requested dtype, reason)`` when :func:`require_float64` switched this process to float64, else None."""
+    return _policy.get("switched")  # type: ignore[return-value]
 
 
 def _check_generator(gen: torch.Generator | None) -> None:

@@ -1,0 +1,52 @@
+"""tools/ledger.py: a run's claim records committed for the status page's ledger, and the README's timing and precision
+tables generated from the recorded runs."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import ledger  # noqa: E402
+
+
+def _record(label, verdict="holds", dtype="float64", reason=None, wall=12.0, falsify=False):
+    return {"id": f"{label[3:]}.x", "chapter": label, "kind": "bound", "verdict": verdict, "measured": "m",
+            "claim": "a long text the ledger leaves out", "device": "cpu", "dtype": dtype, "scale": "quick",
+            "commit": "abcdef123456", "date": "2026-12-01 09:00 UTC", "wall_s": wall, "falsify": falsify,
+            "float64_reason": reason, "machine": "x86_64", "cpu_count": 2}  # fmt: skip
+
+
+def test_record_keeps_the_ledger_fields_and_drops_falsified_runs(tmp_path, monkeypatch):
+    src = tmp_path / "claims"
+    src.mkdir()
+    (src / "ch-setup.seed0.json").write_text(json.dumps([_record("ch-setup")]))
+    (src / "ch-setup.seed1.falsify.json").write_text(json.dumps([_record("ch-setup", falsify=True)]))
+    monkeypatch.setattr(ledger, "RUNS", tmp_path / "runs")
+    out = ledger.record(src, "cpu-quick")
+    recs = json.loads(out.read_text())["records"]
+    assert len(recs) == 1 and "claim" not in recs[0] and recs[0]["wall_s"] == 12.0
+    (tmp_path / "empty.json").write_text("[]")
+    with pytest.raises(SystemExit, match="no claim records"):
+        ledger.record(tmp_path / "empty.json", "x")
+
+
+def test_tables_are_written_between_their_markers(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    labels = [label for label, _ in ledger.chapters()]
+    for name, kw in (("cpu-quick", {}), ("cpu-paper", {"wall": 100.0})):
+        (runs / f"{name}.json").write_text(json.dumps({"records": [_record(lab, **kw) for lab in labels]}))
+    f32 = [_record(lab, dtype="float64", reason="needs 1e-12") for lab in labels[:1]]
+    f32 += [_record(lab, dtype="float32") for lab in labels[1:]]
+    (runs / "cpu-float32-quick.json").write_text(json.dumps({"records": f32}))
+    monkeypatch.setattr(ledger, "RUNS", runs)
+    readme = tmp_path / "README.md"
+    readme.write_text("a\n<!-- generated: timings (x) -->\nold\n<!-- end generated -->\nb\n"
+                      "<!-- generated: precision (x) -->\n<!-- end generated -->\n")  # fmt: skip
+    ledger.write_tables(readme)
+    text = readme.read_text()
+    assert "old" not in text and f"| all chapters | {12 * len(labels)} | {100 * len(labels)} |" in text
+    assert "| float64 | needs 1e-12 |" in text and "**float32 keeps all verdicts**" in text

@@ -422,8 +422,8 @@ def test_concentration_cuda_matches_cpu():
 
 
 @pytest.mark.gpu
-def test_bounds_cuda_matches_cpu():
-    from companion import bounds
+def test_smoothness_and_search_cuda_match_cpu():
+    from companion import search, smoothness
 
     g = cpu_gen()
     widths = [5, 6, 6, 1]
@@ -431,12 +431,12 @@ def test_bounds_cuda_matches_cpu():
     y = 0.3 * torch.tanh(X[:, 0])
     p1 = deepnet.init_params(widths, 4, generator=g, device="cpu", dtype=F64)
     p2 = [p + 0.01 * device.randn(p.shape, generator=g, device="cpu", dtype=F64) for p in p1]
-    ref = bounds.lemma_4_5(p1, p2, X, y, "tanh")
-    got = bounds.lemma_4_5([p.to(CUDA) for p in p1], [p.to(CUDA) for p in p2], X.to(CUDA), y.to(CUDA), "tanh")
+    ref = smoothness.lemma_4_5(p1, p2, X, y, "tanh")
+    got = smoothness.lemma_4_5([p.to(CUDA) for p in p1], [p.to(CUDA) for p in p2], X.to(CUDA), y.to(CUDA), "tanh")
     close(got.lhs, ref.lhs, rtol=1e-10)
     close(got.rhs, ref.rhs, rtol=1e-10)
-    q1, q2 = bounds.random_pairs(widths, 6, generator=cpu_gen(5), device="cpu", dtype=F64)
-    r1, r2 = bounds.random_pairs(widths, 6, generator=cpu_gen(5), device=CUDA, dtype=F64)
+    q1, q2 = search.random_pairs(widths, 6, generator=cpu_gen(5), device="cpu", dtype=F64)
+    r1, r2 = search.random_pairs(widths, 6, generator=cpu_gen(5), device=CUDA, dtype=F64)
     for a, b in zip(r1 + r2, q1 + q2):
         close(a, b, rtol=1e-14)
 

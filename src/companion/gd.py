@@ -247,12 +247,12 @@ def run(
     --------
     Two members of paper A's network (:ref:`ch-rate`) with Lemma 4.7's adaptive step:
 
-    >>> from companion import bounds, deepnet, device, gd
+    >>> from companion import deepnet, descent, device, gd
     >>> g = device.generator(0)
     >>> X = deepnet.ball_data(8, 3, generator=g, device="cpu")
     >>> W = deepnet.init_params([3, 4, 1], 2, generator=g, device="cpu")
     >>> f = deepnet.make_loss_and_grad(W, X, X[:, 0], "tanh")
-    >>> step = bounds.adaptive_step(L=2, d_max=deepnet.d_max(W))
+    >>> step = descent.adaptive_step(L=2, d_max=deepnet.d_max(W))
     >>> res = gd.run(f, W, 100, step, record_at=[0, 50, 100], progress=False)
     >>> res.history["loss"].shape
     torch.Size([3, 2])

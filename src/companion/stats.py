@@ -1,11 +1,16 @@
-"""Small statistics every chapter needs: Wilson intervals, Monte Carlo errors, log-log slope fits."""
+"""Small statistics every chapter needs: Wilson intervals, Monte Carlo errors, log-log slope fits (and the per-ray
+degree fit of :func:`ray_degree`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from scipy import stats as _st
+from torch import Tensor
+
+from . import validation
 
 
 def _np(x) -> np.ndarray:
@@ -116,6 +121,42 @@ def member_slopes(x, Y, confidence: float = 0.95, *, x_min: float | None = None)
     m, se = mean_and_se(slopes)
     half = _t_quantile(confidence, slopes.size - 1) * se
     return Estimate(float(m), float(m - half), float(m + half), confidence, "t-interval over members")
+
+
+def ray_degree(s, lam, correction: int) -> Tensor:
+    """Per-ray growth exponent of ``lam`` along ``s`` with a known correction removed: the least-squares fit of
+    ``log lam = p log s + c + γ s^{−correction}`` for every ray (column), returning the ``p``.
+
+    Paper A, Lemma 4.5's degree ``2L − 2`` along rays (:ref:`ch-smoothness`). For a linear network the Hessian along
+    ``W = sW_0`` is exactly ``s^{2L−2} A − s^{L−2} B``, so its norm is ``s^{2L−2} ‖A‖ (1 + γ s^{−L} + O(s^{−2L}))`` and
+    ``correction = L`` leaves an ``O(s^{−2L})`` error in ``p``.
+
+    Parameters
+    ----------
+    s
+        ``(R,)``, positive, ``R ≥ 4``.
+    lam
+        ``(R, E)``, positive, one ray per column.
+    correction
+        The power of the correction term, a positive integer.
+
+    Returns
+    -------
+    Tensor
+        ``(E,)``, float64 on the CPU: the exponent ``p`` of each ray.
+    """
+    s = validation.tensor("s", torch.as_tensor(s, dtype=torch.float64), ndim=1)
+    lam = validation.tensor("lam", torch.as_tensor(lam), ndim=2)
+    if lam.shape[0] != s.shape[0] or s.shape[0] < 4:
+        raise ValueError(f"lam must be (R, E) with R = len(s) >= 4, got s {tuple(s.shape)} and lam {tuple(lam.shape)}")
+    if not (bool((s > 0).all()) and bool((lam > 0).all())):
+        raise ValueError("ray_degree fits logarithms: s and lam must be positive")
+    validation.positive_int("correction", correction)
+    s = s.to(dtype=torch.float64, device="cpu")
+    design = torch.stack([torch.log(s), torch.ones_like(s), s ** (-float(correction))], 1)  # (R, 3)
+    scale = design.abs().amax(0)  # columns of comparable size for the solver
+    coef = torch.linalg.lstsq(design / scale, torch.log(lam.to(dtype=torch.float64, device="cpu"))).solution
+    return coef[0] / scale[0]
 
 
 def semilog_slope(t, y, confidence: float = 0.95) -> SlopeFit:

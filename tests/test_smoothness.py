@@ -1,4 +1,5 @@
-"""Tests of companion.bounds (paper A, Lemmas 4.3-4.7 and Theorem 4.8; Chapters 2-4).
+"""Tests of companion.smoothness (paper A, Lemmas 4.1, 4.3-4.5, eq. (14) and Lemmas A.1-A.6; ch-smoothness) and of
+the degree fit along rays (companion.stats.ray_degree, Lemma 4.5's degree 2L - 2).
 
 The right-hand sides are compared with a second, independent implementation written here as plain-Python
 loops over the indices exactly as the paper prints them (floats, one member at a time, no torch, no logs).
@@ -9,7 +10,7 @@ import math
 import pytest
 import torch
 
-from companion import activations, bounds, deepnet, gd
+from companion import activations, assumptions, deepnet, search, smoothness, stats
 
 SMOOTH = activations.SMOOTH
 
@@ -41,18 +42,6 @@ def ref_45(a, b, r, loss, L, dmax, cJ=2.0):
     return 8 * cJ * dmax * L**3 * r * (1 + loss**0.5) * s
 
 
-def ref_46_remainder(a, r, loss, L, dmax, cJ=2.0):
-    C = 2 ** (2 * L + 2) * cJ * dmax * L**4
-    p = sum(a**i for i in range(0, 2 * L - 1))
-    q = sum(r ** (k + 2) / (k + 2) for k in range(0, 2 * L - 1))
-    return C * (1 + loss**0.5) * p * q
-
-
-def ref_eta(a, loss, L, dmax, cJ=2.0):
-    rho = 2 ** (2 * L + 3) * cJ * dmax**1.5 * L**5
-    return 1.0 / (rho * (1 + loss**0.5) * sum(a**i for i in range(0, 2 * L - 1)))
-
-
 CASES = [
     (a, b, r, loss)
     for a in (0.0, 0.1, 1.0, 3.7, 20.0)
@@ -67,19 +56,15 @@ CASES = [
 def test_rhs_match_independent_implementation(L, dmax):
     a, b, r, loss = (torch.tensor(v, dtype=torch.float64) for v in zip(*CASES))
     got = {
-        "4.3": bounds.lemma_4_3_rhs(a, b, r, L, dmax),
-        "4.4": bounds.lemma_4_4_rhs(a, b, r, L, dmax),
-        "4.5": bounds.lemma_4_5_rhs(a, b, r, loss, L, dmax),
-        "4.6": torch.exp(bounds.log_lemma_4_6_remainder(a, r, loss, L, dmax)),
-        "eta": bounds.eta(a, loss, L, dmax),
+        "4.3": smoothness.lemma_4_3_rhs(a, b, r, L, dmax),
+        "4.4": smoothness.lemma_4_4_rhs(a, b, r, L, dmax),
+        "4.5": smoothness.lemma_4_5_rhs(a, b, r, loss, L, dmax),
     }
     for e, (ae, be, re, le) in enumerate(CASES):
         want = {
             "4.3": ref_43(ae, be, re, L, dmax),
             "4.4": ref_44(ae, be, re, L, dmax),
             "4.5": ref_45(ae, be, re, le, L, dmax),
-            "4.6": ref_46_remainder(ae, re, le, L, dmax),
-            "eta": ref_eta(ae, le, L, dmax),
         }
         for k in want:
             assert got[k][e].item() == pytest.approx(want[k], rel=1e-12), (k, CASES[e])
@@ -93,17 +78,9 @@ def test_double_sums_are_symmetric():
             assert ref_43(a, b, 1.0, L, 1) == pytest.approx(ref_43(b, a, 1.0, L, 1), rel=1e-13)
 
 
-def test_constants():
-    for L in (2, 3, 4):
-        for dmax in (1, 3, 6):
-            C = bounds.lemma_4_6_C(L, dmax)
-            assert C == 2 ** (2 * L + 2) * 2 * dmax * L**4
-            assert bounds.rho(L, dmax) == pytest.approx(2 * dmax**0.5 * L * C, rel=1e-14)  # rho = 2 d^(1/2) L C (A.7)
-
-
 def test_log_space_does_not_overflow_where_powers_would():
     big = torch.tensor([1e80], dtype=torch.float64)
-    log_rhs = bounds.log_lemma_4_4_rhs(big, big, torch.tensor([1.0], dtype=torch.float64), 4, 6)
+    log_rhs = smoothness.log_lemma_4_4_rhs(big, big, torch.tensor([1.0], dtype=torch.float64), 4, 6)
     assert torch.isfinite(log_rhs).all()
     assert log_rhs.item() == pytest.approx(math.log(4 * 6 * 64) + 6 * math.log(1e80) + math.log(7), rel=1e-10)
     assert not torch.isfinite(big**6).all()  # the naive power overflows
@@ -112,11 +89,11 @@ def test_log_space_does_not_overflow_where_powers_would():
 def test_rhs_vectorised_over_ensemble():
     E = 7
     a, b, r, loss = (torch.rand(E, dtype=torch.float64) * 5 for _ in range(4))
-    full = bounds.lemma_4_5_rhs(a, b, r, loss, 3, 4)
+    full = smoothness.lemma_4_5_rhs(a, b, r, loss, 3, 4)
     assert full.shape == (E,)
     for e in range(E):
         assert full[e].item() == pytest.approx(
-            bounds.lemma_4_5_rhs(a[e : e + 1], b[e : e + 1], r[e : e + 1], loss[e : e + 1], 3, 4).item(), rel=1e-14
+            smoothness.lemma_4_5_rhs(a[e : e + 1], b[e : e + 1], r[e : e + 1], loss[e : e + 1], 3, 4).item(), rel=1e-14
         )
 
 
@@ -125,33 +102,28 @@ def test_rhs_vectorised_over_ensemble():
 @pytest.mark.parametrize("L", [2, 3, 4])
 def test_lemmas_hold_on_random_pairs(gen, act, L):
     widths = [3] + [4] * (L - 1) + [1]
-    p1, p2 = bounds.random_pairs(widths, 64, generator=gen)
+    p1, p2 = search.random_pairs(widths, 64, generator=gen)
     X = deepnet.ball_data(6, 3, generator=gen)
     y = torch.randn(6, generator=gen, dtype=torch.float64)
     for c in (
-        bounds.lemma_4_3(p1, p2, X, act),
-        bounds.lemma_4_4(p1, p2, X, act),
-        bounds.lemma_4_5(p1, p2, X, y, act),
-        bounds.lemma_4_6(p1, p2, X, y, act),
+        smoothness.lemma_4_3(p1, p2, X, act),
+        smoothness.lemma_4_4(p1, p2, X, act),
+        smoothness.lemma_4_5(p1, p2, X, y, act),
     ):
         assert torch.isfinite(c.lhs).all() and torch.isfinite(c.rhs).all()
         assert (c.ratio <= 1).all()
 
 
 def test_lemma_lhs_against_autograd(gen):
-    """The LHS of Lemma 4.5 uses Lemma 4.2's gradient; compare with autograd, and Lemma 4.6's remainder by hand."""
-    p1, p2 = bounds.random_pairs([3, 4, 1], 5, generator=gen)
+    """The LHS of Lemma 4.5 uses Lemma 4.2's gradient; compare with autograd."""
+    p1, p2 = search.random_pairs([3, 4, 1], 5, generator=gen)
     X = deepnet.ball_data(6, 3, generator=gen)
     y = torch.randn(6, generator=gen, dtype=torch.float64)
-    c = bounds.lemma_4_5(p1, p2, X, y, "tanh")
+    c = smoothness.lemma_4_5(p1, p2, X, y, "tanh")
     _, g1 = deepnet.loss_and_gradient_autograd(p1, X, y, "tanh")
     _, g2 = deepnet.loss_and_gradient_autograd(p2, X, y, "tanh")
     ref = torch.sqrt(sum(((u - v) ** 2).flatten(1).sum(1) for u, v in zip(g1, g2)))
     torch.testing.assert_close(c.lhs, ref, rtol=1e-12, atol=1e-14)
-    c6 = bounds.lemma_4_6(p1, p2, X, y, "tanh")
-    l1, l2 = deepnet.loss(p1, X, y, "tanh"), deepnet.loss(p2, X, y, "tanh")
-    inner = sum((g * (b - a)).flatten(1).sum(1) for g, a, b in zip(g1, p1, p2))
-    torch.testing.assert_close(c6.lhs, l2 - l1 - inner, rtol=1e-10, atol=1e-12)
 
 
 def test_lemma_4_3_attains_half_for_two_layer_scalar_linear_net():
@@ -160,139 +132,8 @@ def test_lemma_4_3_attains_half_for_two_layer_scalar_linear_net():
     p1 = [torch.zeros(1, 1, 1, dtype=torch.float64), torch.zeros(1, 1, 1, dtype=torch.float64)]
     p2 = [t.view(1, 1, 1), t.view(1, 1, 1)]
     X = torch.ones(1, 1, dtype=torch.float64)
-    ratio = bounds.lemma_4_3(p1, p2, X, "linear").ratio.item()
+    ratio = smoothness.lemma_4_3(p1, p2, X, "linear").ratio.item()
     assert ratio == pytest.approx(0.5, rel=1e-3) and ratio <= 1
-
-
-def test_tightness_probe_stays_below_one(gen):
-    best = bounds.tightness_probe("4.3", [1, 1, 1], "linear", starts=8, steps=40, generator=gen)
-    assert best.shape == (8,) and (best <= 1).all() and best.max() > 0.1
-
-
-# --------------------------------------------------------------------------------------- ValueErrors
-def test_relu_is_refused(gen):
-    p1, p2 = bounds.random_pairs([3, 4, 1], 2, generator=gen)
-    X = deepnet.ball_data(4, 3, generator=gen)
-    y = torch.zeros(4, dtype=torch.float64)
-    for call in (
-        lambda: bounds.lemma_4_3(p1, p2, X, "relu"),
-        lambda: bounds.lemma_4_4(p1, p2, X, "relu"),
-        lambda: bounds.lemma_4_5(p1, p2, X, y, "relu"),
-        lambda: bounds.lemma_4_6(p1, p2, X, y, "relu"),
-        lambda: bounds.make_loss_and_grad(p1, X, y, "relu"),
-        lambda: bounds.check_assumptions("relu"),
-    ):
-        with pytest.raises(ValueError, match="not smooth"):
-            call()
-
-
-def test_data_outside_ball_is_refused(gen):
-    p1, p2 = bounds.random_pairs([3, 4, 1], 2, generator=gen)
-    X = deepnet.ball_data(4, 3, generator=gen)
-    X[0] = X[0] / X[0].norm() * math.sqrt(3) * 1.01
-    y = torch.zeros(4, dtype=torch.float64)
-    with pytest.raises(ValueError, match="Assumption 3.2"):
-        bounds.lemma_4_3(p1, p2, X, "tanh")
-    with pytest.raises(ValueError, match="Assumption 3.2"):
-        bounds.lemma_4_5(p1, p2, X, y, "sigmoid")
-
-
-def test_bad_arguments():
-    one = torch.ones(2, dtype=torch.float64)
-    with pytest.raises(ValueError, match="L >= 2"):
-        bounds.lemma_4_4_rhs(one, one, one, 1, 3)
-    with pytest.raises(ValueError, match="d_max"):
-        bounds.lemma_4_3_rhs(one, one, one, 2, 0)
-    with pytest.raises(ValueError, match="norm"):
-        bounds.lemma_4_3_rhs(-one, one, one, 2, 1)
-    with pytest.raises(ValueError, match="non-finite"):
-        bounds.lemma_4_5_rhs(one, one, one, torch.tensor([1.0, float("nan")], dtype=torch.float64), 2, 1)
-    with pytest.raises(ValueError, match="kappa"):
-        bounds.adaptive_step(2, 3, kappa=-1.0)
-    with pytest.raises(ValueError, match="kappa"):
-        bounds.Tracker(2, 3, kappa=0.0)
-    with pytest.raises(ValueError, match="rho >= 1"):
-        bounds.rate_constants(2, 0.5, 1.0, 1.0)
-    with pytest.raises(ValueError, match="same layer shapes"):
-        bounds.lemma_4_3(
-            [torch.ones(1, 2, 3, dtype=torch.float64), torch.ones(1, 1, 2, dtype=torch.float64)],
-            [torch.ones(1, 3, 3, dtype=torch.float64), torch.ones(1, 1, 3, dtype=torch.float64)],
-            torch.zeros(1, 3, dtype=torch.float64),
-            "tanh",
-        )
-
-
-# ----------------------------------------------------------------------------- the step and the engine
-def test_adaptive_step_and_tracker_agree_with_formula(gen):
-    widths = [3, 4, 4, 1]
-    params = deepnet.init_params(widths, 6, 1.0, generator=gen)
-    X = deepnet.ball_data(10, 3, generator=gen)
-    y = 0.5 * torch.randn(10, generator=gen, dtype=torch.float64)
-    loss, grads = deepnet.loss_and_gradient(params, X, y, "tanh")
-    kappa = torch.logspace(0, 5, 6, dtype=torch.float64)
-    rule = bounds.adaptive_step(3, deepnet.d_max(params), kappa=kappa)
-    tr = bounds.Tracker(3, deepnet.d_max(params), kappa=kappa)
-    a = deepnet.norm(params)
-    want = torch.tensor(
-        [k * ref_eta(ai, li, 3, 4) for k, ai, li in zip(kappa.tolist(), a.tolist(), loss.tolist())], dtype=torch.float64
-    )
-    torch.testing.assert_close(rule(params, loss, grads, 0), want, rtol=1e-12, atol=0)
-    torch.testing.assert_close(tr(params, loss, grads, 0), want, rtol=1e-12, atol=0)
-
-
-def test_fast_loss_and_gradient_matches_deepnet(gen):
-    params = deepnet.init_params([3, 5, 2, 1], 4, 1.5, generator=gen)
-    X = deepnet.ball_data(7, 3, generator=gen)
-    y = torch.randn(7, generator=gen, dtype=torch.float64)
-    for act in SMOOTH:
-        l1, g1 = bounds.make_loss_and_grad(params, X, y, act)(params)
-        l2, g2 = deepnet.loss_and_gradient(params, X, y, act)
-        torch.testing.assert_close(l1, l2, rtol=0, atol=0)
-        for u, v in zip(g1, g2):
-            torch.testing.assert_close(u, v, rtol=0, atol=0)
-
-
-def test_lemma_4_7_descent_every_step_and_tracker_bookkeeping(gen):
-    """Run gd.run with the paper's step (kappa = 1, and a rescaled one) and re-check the tracker from full history."""
-    L = 2
-    params = deepnet.init_params([3, 4, 1], 5, 1.0, generator=gen)
-    X = deepnet.ball_data(8, 3, generator=gen)
-    y = torch.randn(8, generator=gen, dtype=torch.float64)
-    for kappa in (1.0, 1e3):
-        tr = bounds.Tracker(L, deepnet.d_max(params), kappa=kappa, tol=0.0)
-        steps = 50
-        res = gd.run(
-            bounds.make_loss_and_grad(params, X, y, "softplus"),
-            params,
-            steps,
-            tr,
-            record_at=range(steps + 1),
-            observers=tr.observers(),
-        )
-        h = res.history
-        excess = h["loss"][1:] - h["loss"][:-1] + h["eta"][:-1] / (2 * L) * h["grad_norm_sq"][:-1]
-        assert (excess <= 0).all()
-        # the excess is a difference of nearly equal numbers: agree up to rounding of the loss itself
-        torch.testing.assert_close(tr.state["worst_excess"], excess.max(0).values, rtol=0, atol=1e-13 * h["loss"].max().item())
-        torch.testing.assert_close(tr.state["sum_eta"], h["eta"][:-1].sum(0), rtol=1e-12, atol=0)
-        torch.testing.assert_close(tr.state["min_g2"], h["grad_norm_sq"][:-1].min(0).values, rtol=1e-13, atol=0)
-        assert (tr.state["sum_eta_g2"] <= 2 * L * h["loss"][0]).all()
-        assert int(tr.state["violations"].sum()) == 0
-
-
-def test_rate_constants_satisfy_their_definition():
-    for L in (2, 3, 4):
-        c = bounds.rate_constants(L, 50.0, 0.8, 1.7)
-        N = 2 * L - 2
-        p = (N - 2) / (2 * N)
-        assert c.beta == pytest.approx(1.7**N + sum(math.comb(N, k) * (2 * L * 0.8) ** (k / 2) for k in range(2, N + 1)))
-        assert c.A * ((1 + c.beta) ** p + c.alpha**p) <= c.alpha * (1 + 1e-12)
-        if p > 0:  # alpha* is the smallest such alpha
-            a = 0.999 * c.alpha
-            assert c.A * ((1 + c.beta) ** p + a**p) > a
-        assert c.norm_power_bound(0).item() == pytest.approx(c.beta)
-        lb = c.eta_sum_lower_bound(100)
-        assert lb.shape == (100,) and (lb.diff() > 0).all()
 
 
 @pytest.mark.parametrize("act", SMOOTH)
@@ -303,10 +144,55 @@ def test_gradient_norm_bound_eq14(gen, act):
         X = deepnet.ball_data(5, 3, generator=gen)
         g = deepnet.output_gradient(params, X, act)
         lhs = torch.sqrt(sum((u**2).flatten(2).sum(-1) for u in g))  # (E, n)
-        rhs = bounds.gradient_norm_bound(deepnet.norm(params), L, deepnet.d_max(params))
+        rhs = smoothness.gradient_norm_bound(deepnet.norm(params), L, deepnet.d_max(params))
         assert (lhs <= rhs[:, None]).all()
         want = [math.sqrt(4) * L * sum(a**k for k in range(L)) for a in deepnet.norm(params).tolist()]
         torch.testing.assert_close(rhs, torch.tensor(want, dtype=torch.float64), rtol=1e-12, atol=0)
+
+
+# --------------------------------------------------------------------------------------- ValueErrors
+def test_relu_is_refused(gen):
+    p1, p2 = search.random_pairs([3, 4, 1], 2, generator=gen)
+    X = deepnet.ball_data(4, 3, generator=gen)
+    y = torch.zeros(4, dtype=torch.float64)
+    for call in (
+        lambda: smoothness.lemma_4_3(p1, p2, X, "relu"),
+        lambda: smoothness.lemma_4_4(p1, p2, X, "relu"),
+        lambda: smoothness.lemma_4_5(p1, p2, X, y, "relu"),
+        lambda: assumptions.check_assumptions("relu"),
+    ):
+        with pytest.raises(ValueError, match="not smooth"):
+            call()
+
+
+def test_data_outside_ball_is_refused(gen):
+    p1, p2 = search.random_pairs([3, 4, 1], 2, generator=gen)
+    X = deepnet.ball_data(4, 3, generator=gen)
+    X[0] = X[0] / X[0].norm() * math.sqrt(3) * 1.01
+    y = torch.zeros(4, dtype=torch.float64)
+    with pytest.raises(ValueError, match="Assumption 3.2"):
+        smoothness.lemma_4_3(p1, p2, X, "tanh")
+    with pytest.raises(ValueError, match="Assumption 3.2"):
+        smoothness.lemma_4_5(p1, p2, X, y, "sigmoid")
+
+
+def test_bad_arguments():
+    one = torch.ones(2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="L >= 2"):
+        smoothness.lemma_4_4_rhs(one, one, one, 1, 3)
+    with pytest.raises(ValueError, match="d_max"):
+        smoothness.lemma_4_3_rhs(one, one, one, 2, 0)
+    with pytest.raises(ValueError, match="norm"):
+        smoothness.lemma_4_3_rhs(-one, one, one, 2, 1)
+    with pytest.raises(ValueError, match="non-finite"):
+        smoothness.lemma_4_5_rhs(one, one, one, torch.tensor([1.0, float("nan")], dtype=torch.float64), 2, 1)
+    with pytest.raises(ValueError, match="same layer shapes"):
+        smoothness.lemma_4_3(
+            [torch.ones(1, 2, 3, dtype=torch.float64), torch.ones(1, 1, 2, dtype=torch.float64)],
+            [torch.ones(1, 3, 3, dtype=torch.float64), torch.ones(1, 1, 3, dtype=torch.float64)],
+            torch.zeros(1, 3, dtype=torch.float64),
+            "tanh",
+        )
 
 
 # ------------------------------------------------ Lemma 4.1, eq. (14) and Appendix A (plain-Python references)
@@ -362,20 +248,20 @@ A_CASES = [(a, b, r) for a in (0.0, 0.1, 1.0, 3.7, 20.0) for b in (0.0, 0.5, 1.0
 def test_appendix_a_rhs_match_independent_implementation(L, dmax):
     a, b, r = (torch.tensor(v, dtype=torch.float64) for v in zip(*A_CASES))
     for e, (ae, _, _) in enumerate(A_CASES):
-        assert bounds.gradient_norm_bound(a, L, dmax)[e].item() == pytest.approx(ref_eq14(ae, L, dmax), rel=1e-12)
+        assert smoothness.gradient_norm_bound(a, L, dmax)[e].item() == pytest.approx(ref_eq14(ae, L, dmax), rel=1e-12)
     for ell in range(0, L + 1):
-        a3 = bounds.lemma_a3_rhs(a, ell, dmax)
-        a4 = bounds.lemma_a4_rhs(a, b, r, ell, dmax)
+        a3 = smoothness.lemma_a3_rhs(a, ell, dmax)
+        a4 = smoothness.lemma_a4_rhs(a, b, r, ell, dmax)
         for e, (ae, be, re) in enumerate(A_CASES):
             assert a3[e].item() == pytest.approx(ref_a3(ae, ell, dmax), rel=1e-12)
             assert a4[e].item() == (0.0 if ell == 0 else pytest.approx(ref_a2(ae, be, re, ell, dmax), rel=1e-12))
         if ell == 0:
             continue
         got = {
-            "A.1": bounds.lemma_a1_rhs(a, ell, dmax),
-            "A.2": bounds.lemma_a2_rhs(a, b, r, ell, dmax),
-            "A.5": bounds.lemma_a5_rhs(a, ell, L),
-            "A.6": bounds.lemma_a6_rhs(a, b, r, ell, L, dmax),
+            "A.1": smoothness.lemma_a1_rhs(a, ell, dmax),
+            "A.2": smoothness.lemma_a2_rhs(a, b, r, ell, dmax),
+            "A.5": smoothness.lemma_a5_rhs(a, ell, L),
+            "A.6": smoothness.lemma_a6_rhs(a, b, r, ell, L, dmax),
         }
         for e, (ae, be, re) in enumerate(A_CASES):
             want = {
@@ -394,13 +280,13 @@ def test_lemma_a6_reindexing_equals_the_unrolled_recursion(L):
     for ell in range(1, L + 1):
         for a, b in ((0.3, 7.0), (2.0, 0.1), (1.0, 1.0)):
             assert ref_a6(a, b, 0.7, ell, L, 4) == pytest.approx(ref_a6_unrolled(a, b, 0.7, ell, L, 4), rel=1e-12)
-    assert sorted(bounds.lemma_a6_exponents(L, L)) == sorted((j, k) for k in range(L) for j in range(L - k))
+    assert sorted(smoothness.lemma_a6_exponents(L, L)) == sorted((j, k) for k in range(L) for j in range(L - k))
 
 
 def test_lemma_4_1_rhs_matches_independent_implementation(gen):
     E, n = 3, 5
     q = [torch.rand(E, n, generator=gen, dtype=torch.float64) * 3 for _ in range(4)]
-    got = bounds.lemma_4_1_rhs(*q)
+    got = smoothness.lemma_4_1_rhs(*q)
     for e in range(E):
         want = sum(
             2 / n * q[0][e, i].item() * q[1][e, i].item() + 2 / n * q[2][e, i].item() * q[3][e, i].item() for i in range(n)
@@ -412,22 +298,22 @@ def test_lemma_4_1_rhs_matches_independent_implementation(gen):
 @pytest.mark.parametrize("L", [2, 3, 4])
 def test_proof_steps_hold_on_random_pairs(gen, act, L):
     widths = [3] + [4] * (L - 1) + [1]
-    p1, p2 = bounds.random_pairs(widths, 64, generator=gen)
+    p1, p2 = search.random_pairs(widths, 64, generator=gen)
     X = deepnet.ball_data(6, 3, generator=gen)
     y = 2 * torch.rand(6, generator=gen, dtype=torch.float64).to(X) - 1
-    comps = bounds.appendix_a(p1, p2, X, act)
+    comps = smoothness.appendix_a(p1, p2, X, act)
     assert comps["A.1"].lhs.shape == (128, 6, L) and comps["A.3"].lhs.shape == (128, 6, L + 1)
     assert comps["A.2"].lhs.shape == (64, 6, L) and comps["A.6"].rhs.shape == (64, 1, L)
-    for c in (*comps.values(), bounds.lemma_4_1(p1, p2, X, y, act), bounds.equation_14(p1, X, act)):
+    for c in (*comps.values(), smoothness.lemma_4_1(p1, p2, X, y, act), smoothness.equation_14(p1, X, act)):
         assert torch.isfinite(c.lhs).all() and torch.isfinite(c.rhs).all()
         assert (c.ratio <= 1 + 1e-12).all()
 
 
 def test_appendix_a_lhs_are_the_network_quantities(gen):
     """Spot check: A.1's left side is ||w_1 x|| at layer 1; A.5's at layer L is |sigma'(z_L)|; A.4 = |tanh change|."""
-    p1, p2 = bounds.random_pairs([2, 3, 1], 4, generator=gen)
+    p1, p2 = search.random_pairs([2, 3, 1], 4, generator=gen)
     X = deepnet.ball_data(3, 2, generator=gen)
-    comps = bounds.appendix_a(p1, p2, X, "tanh")
+    comps = smoothness.appendix_a(p1, p2, X, "tanh")
     z1 = torch.einsum("eij,nj->eni", p1[0], X)
     assert torch.allclose(comps["A.1"].lhs[:4, :, 0], z1.norm(dim=-1))
     zL = deepnet.forward_all(p1, X, "tanh")[0][-1][..., 0]
@@ -438,103 +324,66 @@ def test_appendix_a_lhs_are_the_network_quantities(gen):
 
 def test_lemma_4_1_is_tight_when_the_residual_vanishes(gen):
     """With y = F(x; W1) the second term vanishes and the triangle inequality is an equality for n = 1."""
-    p1, p2 = bounds.random_pairs([2, 3, 1], 4, generator=gen)
+    p1, p2 = search.random_pairs([2, 3, 1], 4, generator=gen)
     X = deepnet.ball_data(1, 2, generator=gen)
     y = deepnet.forward(p1, X, "softplus")
-    c = bounds.lemma_4_1(p1, p2, X, y, "softplus")
+    c = smoothness.lemma_4_1(p1, p2, X, y, "softplus")
     assert torch.allclose(c.ratio, torch.ones_like(c.ratio), rtol=1e-12)
 
 
-def test_proof_probe_finds_near_tight_cases_and_never_exceeds_one(gen):
-    best = bounds.proof_probe([1, 1, 1], "linear", starts=2, steps=30, generator=gen)
-    assert set(best) == set(bounds.PROOF_STEPS)
-    lemmas = bounds.proof_probe([1, 1, 1], "linear", statements=bounds.LEMMAS, starts=2, steps=30, generator=gen)
-    assert set(lemmas) == set(bounds.LEMMAS) and all((v <= 1).all() for v in lemmas.values())
-    with pytest.raises(ValueError, match="statements"):
-        bounds.proof_probe([1, 1, 1], "linear", statements=("4.9",), generator=gen)
-    for k, v in best.items():
-        assert v.shape == (2,) and (v <= 1 + 1e-12).all(), k
-    assert best["A.5"].max() >= 1 - 1e-12  # delta_L = sigma'(z_L) = 1 for the linear activation
-    assert best["A.1"].max() > 0.5
-
-
 def test_zero_over_zero_counts_as_holding():
-    c = bounds.Comparison(torch.tensor([0.0, 1.0], dtype=torch.float64), torch.tensor([0.0, 2.0], dtype=torch.float64))
+    c = smoothness.Comparison(torch.tensor([0.0, 1.0], dtype=torch.float64), torch.tensor([0.0, 2.0], dtype=torch.float64))
     assert c.ratio.tolist() == [0.0, 0.5]
 
 
 # -------------------------------------------------------------------------------- device and dtype checks
 def test_mixed_devices_and_dtypes_raise_clear_errors(gen):
-    p1, p2 = bounds.random_pairs([3, 4, 1], 2, generator=gen, device="cpu")
+    p1, p2 = search.random_pairs([3, 4, 1], 2, generator=gen, device="cpu")
     X = deepnet.ball_data(5, 3, generator=gen, device="cpu")
     y = torch.zeros(5, dtype=torch.float64)
     X_meta = torch.empty(5, 3, dtype=torch.float64, device="meta")
     p_meta = [torch.empty(w.shape, dtype=w.dtype, device="meta") for w in p2]
     for call in (
-        lambda: bounds.lemma_4_3(p1, p2, X_meta, "tanh"),
-        lambda: bounds.lemma_4_5(p1, p_meta, X, y, "tanh"),
-        lambda: bounds.lemma_4_1(p1, p2, X, y.to("meta"), "tanh"),
-        lambda: bounds.appendix_a(p1, p2, X_meta, "tanh"),
-        lambda: bounds.equation_14(p1, X_meta, "tanh"),
+        lambda: smoothness.lemma_4_3(p1, p2, X_meta, "tanh"),
+        lambda: smoothness.lemma_4_5(p1, p_meta, X, y, "tanh"),
+        lambda: smoothness.lemma_4_1(p1, p2, X, y.to("meta"), "tanh"),
+        lambda: smoothness.appendix_a(p1, p2, X_meta, "tanh"),
+        lambda: smoothness.equation_14(p1, X_meta, "tanh"),
     ):
         with pytest.raises(ValueError, match="is on meta but .* is on cpu|is on cpu but .* is on meta"):
             call()
     with pytest.raises(ValueError, match="dtype torch.float32"):
-        bounds.lemma_4_4(p1, p2, X.float(), "tanh")
+        smoothness.lemma_4_4(p1, p2, X.float(), "tanh")
     one = torch.ones(2, dtype=torch.float64)
     with pytest.raises(ValueError, match="is on meta"):
-        bounds.lemma_4_3_rhs(one, one, one.to("meta"), 2, 3)
+        smoothness.lemma_4_3_rhs(one, one, one.to("meta"), 2, 3)
     with pytest.raises(ValueError, match="is on meta"):
-        bounds.lemma_a6_rhs(one, one.to("meta"), one, 1, 2, 3)
-    assert bounds.lemma_4_3_rhs(one, 1.0, 0.5, 2, 1).dtype == torch.float64  # numbers follow the tensors
+        smoothness.lemma_a6_rhs(one, one.to("meta"), one, 1, 2, 3)
+    assert smoothness.lemma_4_3_rhs(one, 1.0, 0.5, 2, 1).dtype == torch.float64  # numbers follow the tensors
 
 
 def test_appendix_a_bad_arguments():
     one = torch.ones(2, dtype=torch.float64)
     with pytest.raises(ValueError, match="layer index"):
-        bounds.lemma_a1_rhs(one, 0, 3)
+        smoothness.lemma_a1_rhs(one, 0, 3)
     with pytest.raises(ValueError, match="layer index"):
-        bounds.lemma_a5_rhs(one, 4, 3)
+        smoothness.lemma_a5_rhs(one, 4, 3)
     with pytest.raises(ValueError, match="one shape"):
-        bounds.lemma_4_1_rhs(torch.ones(2, 3), torch.ones(2, 3), torch.ones(2, 3), torch.ones(2, 4))
+        smoothness.lemma_4_1_rhs(torch.ones(2, 3), torch.ones(2, 3), torch.ones(2, 3), torch.ones(2, 4))
 
 
-def test_proof_log_ratios_equal_the_checked_functions(gen):
-    """The probe's lean path gives the values of lemma_4_1, equation_14 and appendix_a."""
-    p1, p2 = bounds.random_pairs([3, 4, 4, 1], 20, generator=gen)
-    X = deepnet.ball_data(5, 3, generator=gen)
-    y = torch.randn(5, generator=gen, dtype=torch.float64).to(X)
-    for act in ("linear", "softplus"):
-        got = {k: torch.exp(v) for k, v in bounds.proof_log_ratios(p1, p2, X, y, act).items()}
-        assert set(got) == set(bounds.STATEMENTS)
-        comps = {
-            "4.1": bounds.lemma_4_1(p1, p2, X, y, act),
-            **bounds.appendix_a(p1, p2, X, act),
-            "4.3": bounds.lemma_4_3(p1, p2, X, act),
-            "4.4": bounds.lemma_4_4(p1, p2, X, act),
-            "4.5": bounds.lemma_4_5(p1, p2, X, y, act),
-        }
-        for k, row in got.items():
-            if k == "14":
-                want = torch.maximum(bounds.equation_14(p1, X, act).ratio.amax(1), bounds.equation_14(p2, X, act).ratio.amax(1))
-            else:
-                r = comps[k].ratio
-                r = r.flatten(1).amax(1) if r.ndim > 1 else r
-                want = r.view(2, -1).amax(0) if r.shape[0] == 40 else r
-            assert torch.allclose(row, want, rtol=1e-10), k
-
-
+# ------------------------------------------------------------------------- Lemma 4.5's degree along rays
 def test_ray_degree_removes_the_known_correction():
     s = torch.logspace(2, 4, 5, dtype=torch.float64)
     gamma = torch.tensor([0.7, -2.0, 5.0], dtype=torch.float64)
     lam = s.view(-1, 1) ** 6 * 3.0 * torch.exp(gamma * s.view(-1, 1) ** -4)
-    assert torch.allclose(bounds.ray_degree(s, lam, 4), torch.full((3,), 6.0, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(stats.ray_degree(s, lam, 4), torch.full((3,), 6.0, dtype=torch.float64), atol=1e-12)
     plain = (lam[-1].log() - lam[0].log()) / (s[-1].log() - s[0].log())
     assert (plain - 6).abs().max() > 1e-9  # without the correction the slope is off
     with pytest.raises(ValueError, match="positive"):
-        bounds.ray_degree(s, -lam, 4)
+        stats.ray_degree(s, -lam, 4)
     with pytest.raises(ValueError, match="R = len"):
-        bounds.ray_degree(s[:3], lam[:3], 4)
+        stats.ray_degree(s[:3], lam[:3], 4)
 
 
 def test_linear_net_hessian_degree_along_rays(gen):
@@ -550,13 +399,4 @@ def test_linear_net_hessian_degree_along_rays(gen):
         P = [(s.view(1, -1, 1, 1) * w.unsqueeze(1)).reshape(-1, *w.shape[1:]) for w in W0]
         H = curvature.hessian(curvature.deepnet_loss_fn(P, X, y, "linear"), curvature.flatten(P))
         lam = torch.linalg.eigvalsh(H).abs().amax(-1).view(3, -1).T
-        assert (bounds.ray_degree(s, lam, L) - (2 * L - 2)).abs().max() < 1e-10
-
-
-def test_proof_probes_batches_activations(gen):
-    out = bounds.proof_probes([2, 2, 1], ("linear", "sigmoid"), statements=("A.5", "4.3"), starts=2, steps=5, generator=gen)
-    assert set(out) == {"linear", "sigmoid"} and all(set(v) == {"A.5", "4.3"} for v in out.values())
-    assert out["linear"]["A.5"].max() >= 1 - 1e-12  # delta_L = 1 for the linear activation
-    assert out["sigmoid"]["A.5"].max() <= 0.25 + 1e-12  # sigmoid' <= 1/4
-    with pytest.raises(ValueError, match="distinct"):
-        bounds.proof_probes([2, 2, 1], ("linear", "linear"), generator=gen)
+        assert (stats.ray_degree(s, lam, L) - (2 * L - 2)).abs().max() < 1e-10

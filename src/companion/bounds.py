@@ -1048,7 +1048,7 @@ def make_loss_and_grad(params_like: Sequence[Tensor], X: Tensor, y: Tensor, act)
     do not apply (non-smooth σ, data outside ``‖x‖ ≤ √d``). Paper A, Lemma 4.2 (Chapters 3–4).
     """
     check_assumptions(act, X)
-    return deepnet.make_loss_and_grad(params_like, X, y, act)
+    return deepnet.make_loss_and_grad(X, y, act, params_like=params_like)
 
 
 class Tracker:

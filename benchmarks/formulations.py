@@ -1,6 +1,6 @@
 """Alternative formulations of paper B's loss-and-gradient hot path, timed by ``benchmarks/run.py``.
 
-Every function here computes the same thing as :func:`companion.relunet.loss_and_gradient` for **shared data**
+Every function here computes the same thing as :func:`companion.relunet.loss_and_gradient_wv` for **shared data**
 ``X (n, d)``, targets ``y (n,)``, one output and trainable output weights:
 
     L_e = (1/2n) Σ_i (v_eᵀ ReLU(W_e x_i) − y_i)²,   returns (loss (E,), grad_W (E, k, d), grad_v (E, k)).
@@ -71,7 +71,7 @@ def ekn_sign(W: Tensor, v: Tensor, X: Tensor, y: Tensor) -> tuple[Tensor, Tensor
     * backward ``Mᵀ = Xᵀ Sᵀ`` as one GEMM ``(d, n) @ (n, kE)`` (MKL's preferred orientation here);
     * ``grad_W = v M``, ``grad_v = ⟨w, M⟩`` (ReLU homogeneity; no extra pass over the ``kE × n`` matrix).
 
-    This is what :func:`companion.relunet.loss_and_gradient` now runs for shared data and one output.
+    This is what :func:`companion.relunet.loss_and_gradient_wv` now runs for shared data and one output.
     """
     E, k, d = W.shape
     n = X.shape[0]

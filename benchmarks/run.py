@@ -248,16 +248,16 @@ def section_formulations(args, dev, dtype, out: dict) -> None:
         f"\n## Formulations of the hot path (one loss-and-gradient call, {E} members; "
         f"% of the dense GEMM rate of the same dtype, interleaved)"
     )
-    ref = relunet.loss_and_gradient(W, v, X, y)
+    ref = relunet.loss_and_gradient_wv(W, v, X, y)
     cands: dict[str, tuple[Callable[[], object], torch.dtype]] = {
-        "relunet.loss_and_gradient (in use)": ((lambda: relunet.loss_and_gradient(W, v, X, y)), dtype)
+        "relunet.loss_and_gradient_wv (in use)": ((lambda: relunet.loss_and_gradient_wv(W, v, X, y)), dtype)
     }
     for name, fn in formulations.FORMULATIONS.items():
         cands[name] = ((lambda fn=fn: fn(W, v, X, y)), dtype)
     lo = torch.float32
     W32, v32, X32, y32 = (t.to(lo) for t in (W, v, X, y))
     cands["ekn_sign float32"] = ((lambda: formulations.ekn_sign(W32, v32, X32, y32)), lo)
-    cands["relunet.loss_and_gradient float32"] = ((lambda: relunet.loss_and_gradient(W32, v32, X32, y32)), lo)
+    cands["relunet.loss_and_gradient_wv float32"] = ((lambda: relunet.loss_and_gradient_wv(W32, v32, X32, y32)), lo)
     g64, g32 = gemm_cases(dev, dtype), gemm_cases(dev, lo)
     gname = "gemm1024" if "gemm1024" in g64 else next(iter(g64))
     fns = {k_: f for k_, (f, _) in cands.items()}
@@ -266,7 +266,7 @@ def section_formulations(args, dev, dtype, out: dict) -> None:
     times = interleaved(fns, args.reps, dev)
     peaks = {dtype: g64[gname][1] / min(times["GEMM " + str(dtype)]), lo: g32[gname][1] / min(times["GEMM float32"])}
     F = formulations.matmul_flops(n, d, k, E)
-    base = min(times["relunet.loss_and_gradient (in use)"])
+    base = min(times["relunet.loss_and_gradient_wv (in use)"])
     rows, res = [], {}
     for name, (fn, dt) in cands.items():
         o = fn()

@@ -65,7 +65,7 @@ def test_lemma11_integral_identity_and_ratio_bound(gen):
     W, v, a = _state(gen)
     X = _X(gen, 400, 6)
     out = cc.gradient_gap_ratio(W, v, X, a)
-    _, gW_emp, _ = relunet.loss_and_gradient(W, v, X, X @ a)
+    _, gW_emp, _ = relunet.loss_and_gradient_wv(W, v, X, X @ a)
     gW_pop, _ = population.gradient(W, v, a)
     T = 2001
     t = (torch.arange(T, dtype=DT) + 0.5) / T  # midpoint rule

@@ -50,12 +50,12 @@ def test_explicit_gradient_equals_autograd(gen, act, widths):
 
 def test_validated_once_closure_equals_loss_and_gradient(gen):
     params, X, y = _problem(gen, E=3)
-    lg = deepnet.make_loss_and_grad(params, X, y, "softplus")
+    lg = deepnet.make_loss_and_grad(X, y, "softplus")
     l1, g1 = lg(params)
     l2, g2 = deepnet.loss_and_gradient(params, X, y, "softplus")
     assert torch.equal(l1, l2) and all(torch.equal(a, b) for a, b in zip(g1, g2))
     with pytest.raises(ValueError, match="targets"):
-        deepnet.make_loss_and_grad(params, X, y[:3], "softplus")
+        deepnet.make_loss_and_grad(X, y[:3], "softplus")
 
 
 def test_output_gradient_sums_to_loss_gradient(gen):
@@ -268,7 +268,7 @@ def test_deepnet_mixed_devices_and_dtypes_raise_clear_errors(gen):
         lambda: deepnet.forward(params, X_meta, "tanh"),
         lambda: deepnet.loss(params, X, y_meta, "tanh"),
         lambda: deepnet.loss_and_gradient(params, X_meta, y, "tanh"),
-        lambda: deepnet.make_loss_and_grad(params, X, y_meta, "tanh"),
+        lambda: deepnet.make_loss_and_grad(X, y_meta, "tanh", params_like=params),
         lambda: deepnet.output_gradient(params, X_meta, "tanh"),
         lambda: deepnet.backward_deltas(params, [z.to("meta") for z in deepnet.forward_all(params, X, "tanh")[0]], "tanh"),
     ):

@@ -109,7 +109,7 @@ def _paper_a_validated_once():
     g = cpu_gen()
     X = deepnet.ball_data(40, 6, generator=g, device="cpu", dtype=F64)
     y = 0.5 * torch.tanh(X[:, 0])
-    return deepnet.make_loss_and_grad(params, X, y, "tanh"), params
+    return deepnet.make_loss_and_grad(X, y, "tanh"), params
 
 
 def _paper_b_closure():
@@ -265,8 +265,8 @@ def test_samplers_bit_identical_on_cuda(name):
 @pytest.mark.parametrize("r", [None, 3], ids=["one_output", "three_outputs"])
 def test_relunet_loss_and_grad_cuda_matches_cpu(per_member, r):
     X, Y, W, V = paper_b_problem(k=2 if r is None else 2 * r, per_member=per_member, r=r)
-    ref = relunet.loss_and_gradient(W, V, X, Y)
-    got = relunet.loss_and_gradient(*(t.to(CUDA) for t in (W, V, X, Y)))
+    ref = relunet.loss_and_gradient_wv(W, V, X, Y)
+    got = relunet.loss_and_gradient_wv(*(t.to(CUDA) for t in (W, V, X, Y)))
     for a, b in zip(got, ref):
         assert a.device.type == CUDA.type
         close(a, b)
@@ -313,7 +313,7 @@ def test_captured_run_equals_eager_run(problem):
         X = deepnet.ball_data(40, 6, generator=g, device=CUDA, dtype=F64)
         y = 0.5 * torch.tanh(X[:, 0])
         params = deepnet.init_params([6, 8, 8, 1], 16, generator=g, device=CUDA, dtype=F64)
-        lg = deepnet.make_loss_and_grad(params, X, y, "tanh")
+        lg = deepnet.make_loss_and_grad(X, y, "tanh")
         eta = device.log_uniform((16,), 1e-2, 1e3, generator=g, device=CUDA, dtype=F64)  # some diverge
         obs = {"gn": gd.grad_norm_sq, "pn": gd.param_norm}
     else:
@@ -386,7 +386,7 @@ def test_population_cuda_matches_cpu():
     for x, y in zip(population.gradient(Wc, vc, ac), population.gradient(W, v, a)):
         close(x, y)
     close(population.hessian(Wc, vc, ac), population.hessian(W, v, a), rtol=1e-10)
-    for x, y in zip(population.loss_and_gradient(Wc, vc, ac), population.loss_and_gradient(W, v, a)):
+    for x, y in zip(population.loss_and_gradient_wv(Wc, vc, ac), population.loss_and_gradient_wv(W, v, a)):
         close(x, y)
     for x, y in zip(population.make_loss_and_grad(ac)([Wc, vc])[1], population.make_loss_and_grad(a)([W, v])[1]):
         close(x, y)
@@ -401,7 +401,7 @@ def test_population_cuda_matches_cpu():
 def test_widenet_cuda_matches_cpu():
     params = widenet.init_params(5, 32, 3, 2, generator=cpu_gen(), device="cpu", dtype=F64)
     X = widenet.sphere_inputs(9, 5, generator=cpu_gen(1), device="cpu", dtype=F64)
-    pc = {k: v.to(CUDA) for k, v in params.items()}
+    pc = [v.to(CUDA) for v in params]
     for arch in ("fc", "res"):
         net = widenet.Net(arch=arch)
         close(widenet.forward(pc, X.to(CUDA), net), widenet.forward(params, X, net))

@@ -209,7 +209,7 @@ def test_kahan_closure_k2_matches_the_general_closed_forms(gen):
     W = torch.cat([_rand(gen, 6, 2, d), torch.stack([torch.stack([w, 2 * w]), torch.stack([w, -w]), torch.stack([w, 0 * w])])])
     v = _rand(gen, len(W), 2)
     value, (gW, gv) = P.make_loss_and_grad(a, form="kahan")([W, v])
-    L, rW, rv = P.loss_and_gradient(W, v, a)
+    L, rW, rv = P.loss_and_gradient_wv(W, v, a)
     assert torch.allclose(value, L, atol=1e-13) and torch.allclose(gW, rW, atol=1e-13) and torch.allclose(gv, rv, atol=1e-13)
     assert (gW[-1, 1] == 0).all()  # the zero neuron's gate is 0
 
@@ -264,7 +264,7 @@ def test_hessian_order_is_W_then_v(gen):
 
 def test_loss_and_gradient_is_loss_and_gradient(gen):
     W, v, a = _rand(gen, 4, 3, 5), _rand(gen, 4, 3), _rand(gen, 5)
-    L, gW, gv = P.loss_and_gradient(W, v, a)
+    L, gW, gv = P.loss_and_gradient_wv(W, v, a)
     rW, rv = P.gradient(W, v, a)
     assert torch.equal(L, P.loss(W, v, a)) and torch.equal(gW, rW) and torch.equal(gv, rv)
 
@@ -275,12 +275,12 @@ def test_gram_form_matches_kahan_form_one_and_r_outputs(gen):
     E, k, d, r = 4, 5, 6, 3
     W, v, a = _rand(gen, E, k, d), _rand(gen, E, k), _rand(gen, d)
     value, gW, gv = P.gram_loss_and_gradient(W, v, a)
-    L, rW, rv = P.loss_and_gradient(W, v, a)
+    L, rW, rv = P.loss_and_gradient_wv(W, v, a)
     assert torch.allclose(value, L, atol=1e-13) and torch.allclose(gW, rW, atol=1e-13) and torch.allclose(gv, rv, atol=1e-13)
     A = torch.linalg.qr(_rand(gen, d, r))[0].T  # (r, d), orthonormal rows
     V = _rand(gen, E, k, r)
     value, gW, gV = P.gram_loss_and_gradient(W, V, A)
-    parts = [P.loss_and_gradient(W, V[..., j], A[j]) for j in range(r)]
+    parts = [P.loss_and_gradient_wv(W, V[..., j], A[j]) for j in range(r)]
     assert torch.allclose(value, sum(p[0] for p in parts), atol=1e-12)
     assert torch.allclose(gW, sum(p[1] for p in parts), atol=1e-12)
     assert torch.allclose(gV, torch.stack([p[2] for p in parts], -1), atol=1e-12)
@@ -306,7 +306,15 @@ def test_kahan_closure_is_exact_at_aligned_neurons():
 def test_several_tensors_must_share_device_and_dtype(gen):
     W, v, a = _rand(gen, 2, 3, 4), _rand(gen, 2, 3), _rand(gen, 4)
     meta = torch.empty(4, dtype=DT, device="meta")
-    for fn in (P.loss, P.gradient, P.loss_and_gradient, P.hessian, P.effective_error, P.stationarity_scale, P.stationarity_ratio):
+    for fn in (
+        P.loss,
+        P.gradient,
+        P.loss_and_gradient_wv,
+        P.hessian,
+        P.effective_error,
+        P.stationarity_scale,
+        P.stationarity_ratio,
+    ):
         with pytest.raises(ValueError, match="meta"):
             fn(W, v, meta)
         with pytest.raises(ValueError):
@@ -349,7 +357,7 @@ def test_lemma_terms_match_the_network_functions(gen):
     W, a = _rand(gen, 4, 2, 5), _rand(gen, 5)
     T = P.lemma_terms(W, a)
     v = torch.tensor([1.0, -1.0], dtype=DT).expand(4, 2)
-    L, gW, _ = P.loss_and_gradient(W, v, a)
+    L, gW, _ = P.loss_and_gradient_wv(W, v, a)
     assert torch.allclose(T["L"], L) and torch.allclose(T["grad2"], (gW**2).sum((-1, -2)))
     assert torch.allclose(T["err"], P.effective_error(W, v, a))
 

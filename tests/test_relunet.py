@@ -22,7 +22,7 @@ def test_explicit_gradient_matches_autograd(shared, r, scale):
     A = rn.unit_target(d, device="cpu") if r is None else rn.orthonormal_rows(r, d, generator=g, device="cpu")
     X, Y = rn.gaussian_data(n, d, A, ensemble=None if shared else E, generator=g, device="cpu")
     W, V = rn.xavier_init(k, d, E, scale, r=r, generator=g, device="cpu")
-    l1, gW1, gV1 = rn.loss_and_gradient(W, V, X, Y)
+    l1, gW1, gV1 = rn.loss_and_gradient_wv(W, V, X, Y)
     l2, gW2, gV2 = rn.loss_and_grad_autograd(W, V, X, Y)
     for x, y in ((l1, l2), (gW1, gW2), (gV1, gV2)):
         assert x.shape == y.shape
@@ -53,7 +53,7 @@ def test_inputs_are_not_modified():
     X, Y = rn.gaussian_data(20, d, a, generator=g, device="cpu")
     W, v = rn.xavier_init(3, d, 2, 1.0, generator=g, device="cpu")
     X0, Y0, W0, v0 = X.clone(), Y.clone(), W.clone(), v.clone()
-    rn.loss_and_gradient(W, v, X, Y)
+    rn.loss_and_gradient_wv(W, v, X, Y)
     assert torch.equal(X, X0) and torch.equal(Y, Y0) and torch.equal(W, W0) and torch.equal(v, v0)
 
 
@@ -181,7 +181,7 @@ def test_mixed_devices_and_dtypes_raise_clear_errors(stand_in):
     match = "is on meta" if stand_in == "meta" else "has dtype torch.float32"
     calls = [
         lambda: rn.loss(W, v, other(X), Y),
-        lambda: rn.loss_and_gradient(W, other(v), X, Y),
+        lambda: rn.loss_and_gradient_wv(W, other(v), X, Y),
         lambda: rn.predict(W, v, other(X)),
         lambda: rn.loss_and_grad_autograd(W, v, X, other(Y)),
         lambda: rn.make_loss_and_grad(X, other(Y)),

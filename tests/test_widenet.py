@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.func import hessian, jacrev, jvp
 
-from companion import curvature, device
+from companion import curvature, device, paramlist
 from companion import widenet as wn
 
 DT = torch.float64
@@ -21,18 +21,18 @@ def _setup(gen, arch, m=7, H=3, d=4, n=5, E=2, act="tanh"):
 
 
 def _member(p, e):
-    return {k: v[e : e + 1] for k, v in p.items()}
+    return [v[e : e + 1] for v in p]
 
 
 def _flat_fn(p1, x, net):
-    shapes = {k: v.shape for k, v in p1.items()}
-    sizes = [v.numel() for v in p1.values()]
+    shapes = [v.shape for v in p1]
+    sizes = [v.numel() for v in p1]
 
     def f(vec):
         parts = torch.split(vec, sizes)
-        return wn.forward({k: t.reshape(shapes[k]) for k, t in zip(p1, parts)}, x.reshape(1, -1), net)[0, 0]
+        return wn.forward([t.reshape(s) for s, t in zip(shapes, parts)], x.reshape(1, -1), net)[0, 0]
 
-    return f, torch.cat([v.reshape(-1) for v in p1.values()])
+    return f, torch.cat([v.reshape(-1) for v in p1])
 
 
 @pytest.mark.parametrize("arch", ["fc", "res"])
@@ -42,11 +42,11 @@ def test_grams_match_jacrev(gen, arch, act):
     K, G, lg = wn.ntk(p, X, net), wn.last_layer_gram(p, X, net), wn.layer_grams(p, X, net)
     for e in range(2):
         J = jacrev(lambda q: wn.forward(q, X, net)[0])(_member(p, e))
-        Jf = torch.cat([J[k].reshape(X.shape[0], -1) for k in p], 1)
-        JH = J["W3"].reshape(X.shape[0], -1)
+        Jf = torch.cat([Jk.reshape(X.shape[0], -1) for Jk in J], 1)
+        JH = J[2].reshape(X.shape[0], -1)  # W3
         assert torch.allclose(Jf @ Jf.T, K[e], atol=1e-12, rtol=0)
         assert torch.allclose(JH @ JH.T, G[e], atol=1e-12, rtol=0)
-        assert torch.allclose(lg["W3"][e], G[e], atol=1e-12, rtol=0)
+        assert torch.allclose(lg[2][e], G[e], atol=1e-12, rtol=0)
     assert torch.allclose(wn.jacobian_norm(p, X, net) ** 2, torch.linalg.eigvalsh(K)[:, -1])
 
 
@@ -56,8 +56,8 @@ def test_hvp_lanczos_and_eigenvector_match_dense_hessian(gen, arch):
     net, p, X = _setup(gen, arch)
     v = wn.random_direction(p, 1.0, generator=gen)
     hv_a, hv_f = wn.output_hvp(p, X[0], v, net), wn.output_hvp(p, X[0], v, net, method="func")
-    for k in p:
-        assert torch.allclose(hv_a[k], hv_f[k], atol=1e-12, rtol=0)
+    for a, b in zip(hv_a, hv_f):
+        assert torch.allclose(a, b, atol=1e-12, rtol=0)
     norm, hist, vec = wn.output_hessian_norm(p, X[0], net, iters=60, generator=gen, return_history=True, return_vector=True)
     assert hist.shape == (2, 60) and torch.all(hist.diff(dim=1) >= -1e-10)
     for e in range(2):
@@ -65,8 +65,8 @@ def test_hvp_lanczos_and_eigenvector_match_dense_hessian(gen, arch):
         ev = torch.linalg.eigvalsh(hessian(f)(flat))
         assert abs(norm[e] - ev.abs().max()) <= 1e-8 * ev.abs().max()
     Hv = wn.output_hvp(p, X[0], vec, net)
-    lam = wn.dot(Hv, vec)
-    resid = wn.sq_norm({k: Hv[k] - lam.view(-1, *([1] * (Hv[k].ndim - 1))) * vec[k] for k in Hv}).sqrt()
+    lam = paramlist.dot(Hv, vec)
+    resid = paramlist.sq_norm([h - lam.view(-1, *([1] * (h.ndim - 1))) * u for h, u in zip(Hv, vec)]).sqrt()
     assert torch.all(resid <= 1e-6 * norm) and torch.allclose(lam.abs(), norm, rtol=1e-8)
 
 
@@ -74,12 +74,12 @@ def test_output_hessian_norm_is_curvature_lanczos(gen):
     """The chapter's Hessian norm is companion.curvature.lanczos on the flattened operator (full reorthogonalisation
     gives the same extremes)."""
     net, p, X = _setup(gen, "fc", m=5, H=2)
-    shapes = {k: tuple(v.shape[1:]) for k, v in p.items()}
+    shapes = [tuple(v.shape[1:]) for v in p]
 
     def mv_flat(q):
         return curvature.flatten(wn.output_hvp(p, X[1], curvature.unflatten(q, shapes), net))
 
-    P_ = sum(math.prod(s) for s in shapes.values())
+    P_ = sum(math.prod(s) for s in shapes)
     ritz = curvature.lanczos(mv_flat, 2, P_, P_, generator=gen)
     norm = wn.output_hessian_norm(p, X[1], net, iters=40, generator=gen)
     assert torch.allclose(norm, torch.maximum(ritz[:, 0].abs(), ritz[:, -1]), rtol=1e-8)
@@ -103,8 +103,8 @@ def test_loss_hvp_splits_into_gauss_newton_and_curvature(gen):
     JtJv = torch.func.grad(lambda q: (wn.forward(q, X, net) * Jv).sum())(p)
     curv = wn.weighted_output_hvp(p, X, r, v, net)
     hv = wn.loss_hvp(p, X, y, v, net)
-    for k in p:
-        assert torch.allclose(hv[k], JtJv[k] + curv[k], atol=1e-12, rtol=0)
+    for a, b, c in zip(hv, JtJv, curv):
+        assert torch.allclose(a, b + c, atol=1e-12, rtol=0)
 
 
 def test_per_member_inputs_and_batched_hessian_norms(gen):
@@ -124,13 +124,13 @@ def test_feature_and_backward_drift(gen):
     """Zero at h = 0; linear in h for small h; the last backward vector is a, so its drift is |Δa|."""
     net, p, X = _setup(gen, "fc", m=16, H=3)
     h = wn.random_direction(p, 1e-4, generator=gen)
-    zero = {k: torch.zeros_like(v) for k, v in p.items()}
+    zero = [torch.zeros_like(v) for v in p]
     assert all(torch.all(v == 0) for v in wn.feature_drift(p, X, zero, net).values())
-    f1, f2 = wn.feature_drift(p, X, h, net), wn.feature_drift(p, X, wn.scale_to(h, 2e-4), net)
+    f1, f2 = wn.feature_drift(p, X, h, net), wn.feature_drift(p, X, paramlist.scale_to(h, 2e-4), net)
     for k in ("x", "z"):
         assert f1[k].shape == (2, 3) and torch.allclose(f2[k] / f1[k], torch.full_like(f1[k], 2.0), rtol=1e-3)
     bd = wn.backward_drift(p, X, h, net)
-    assert torch.allclose(bd["drift"][:, -1], h["a"].norm(dim=1))
+    assert torch.allclose(bd["drift"][:, -1], h[-1].norm(dim=1))
     b0 = wn.backward_vectors(p, X, net)
     l2 = torch.stack([b.norm(dim=-1).max(-1).values for b in b0], -1)
     assert torch.allclose(wn.backward_drift(p, X, zero, net)["l2"], l2)
@@ -142,7 +142,7 @@ def test_jvp_and_taylor_remainder(gen):
     ref = jvp(lambda q: wn.forward(q, X, net), (p,), (h,))[1]
     assert torch.allclose(wn.jvp_outputs(p, X, h, net), ref, atol=1e-14, rtol=0)
     r1 = wn.taylor_remainder(p, X, h, net)
-    r2 = wn.taylor_remainder(p, X, wn.scale_to(h, 5e-3), net)
+    r2 = wn.taylor_remainder(p, X, paramlist.scale_to(h, 5e-3), net)
     assert torch.allclose(r1 / r2, torch.full_like(r1, 4.0), rtol=0.05)  # second order
 
 
@@ -158,8 +158,8 @@ def test_c_sigma_normalises_the_first_layer(gen):
 def test_ascent_direction_moves_gram_more_than_random(gen):
     net, p, X = _setup(gen, "fc", m=64, H=2)
     G0 = wn.last_layer_gram(p, X, net)
-    adv = wn.gram_drift(wn.last_layer_gram(wn.add(p, wn.gram_ascent_direction(p, X, 0.1, net)), X, net), G0)[1]
-    rnd = wn.gram_drift(wn.last_layer_gram(wn.add(p, wn.random_direction(p, 0.1, generator=gen)), X, net), G0)[1]
+    adv = wn.gram_drift(wn.last_layer_gram(paramlist.add(p, wn.gram_ascent_direction(p, X, 0.1, net)), X, net), G0)[1]
+    rnd = wn.gram_drift(wn.last_layer_gram(paramlist.add(p, wn.random_direction(p, 0.1, generator=gen)), X, net), G0)[1]
     assert torch.all(adv > rnd)
 
 
@@ -191,9 +191,9 @@ def test_device_and_dtype_mixes_are_named(gen):
         wn.forward(p, torch.zeros(X.shape, dtype=DT, device="meta"), net)
     h = wn.random_direction(p, 1.0, generator=gen)
     with pytest.raises(ValueError, match="has dtype torch.float32"):
-        wn.jvp_outputs(p, X, {**h, "a": h["a"].float()}, net)
+        wn.jvp_outputs(p, X, [*h[:-1], h[-1].float()], net)
     with pytest.raises(ValueError, match="W2 is on meta but W1 is on cpu"):
-        wn.forward({**p, "W2": torch.zeros(p["W2"].shape, dtype=DT, device="meta")}, X, net)
+        wn.forward([p[0], torch.zeros(p[1].shape, dtype=DT, device="meta"), *p[2:]], X, net)
     with pytest.raises(ValueError, match="coef has dtype"):
         wn.gradient_direction(p, X, 1.0, torch.ones(2, X.shape[0]), net)
     with pytest.raises(ValueError, match="G0 has dtype"):
@@ -210,10 +210,14 @@ def test_bad_inputs(gen):
         wn.Net("fc", "relu")
     with pytest.raises(ValueError, match="X must have shape"):
         wn.forward(p, X[:, :2], net)
-    with pytest.raises(ValueError, match="keys"):
-        wn.forward({k: v for k, v in p.items() if k != "W2"}, X, net)
+    with pytest.raises(ValueError, match="params must be a list"):
+        wn.forward(p[:1], X, net)
     with pytest.raises(ValueError, match="shape"):
-        wn.forward({**p, "a": p["a"][:, :3]}, X, net)
+        wn.forward([*p[:-1], p[-1][:, :3]], X, net)
+    with pytest.raises(ValueError, match="W2 must have shape"):
+        wn.forward([p[0], p[1][:, :3], *p[2:]], X, net)
+    with pytest.raises(ValueError, match="targets"):
+        wn.make_loss_and_grad(X, torch.zeros(X.shape[0] + 1, dtype=DT), net)
     with pytest.raises(ValueError, match="coef"):
         wn.gradient_direction(p, X, 1.0, torch.ones(2, 3, dtype=DT), net)
     with pytest.raises(ValueError, match="iters"):
@@ -275,11 +279,3 @@ def test_radius_exponent_recovers_the_exponent_with_its_corrections():
         wn.radius_exponent(radii[:4], Y[:4])
     with pytest.raises(ValueError, match="positive"):
         wn.radius_exponent(radii, -Y)
-
-
-def test_series_keeps_the_points_that_measured_a_key():
-    res = [{"a": np.ones(2), "b": np.full(2, 2.0)}, {"a": np.ones(2)}, {"a": np.ones(2), "b": np.full(2, 4.0)}]
-    x, Y = wn.series(res, [1, 2, 3], "b")
-    assert x.tolist() == [1, 3] and Y.shape == (2, 2) and Y[1, 0] == 4.0
-    with pytest.raises(ValueError, match="no point"):
-        wn.series(res, [1, 2, 3], "c")

@@ -196,7 +196,7 @@ def gradient_gap_ratio(W: Tensor, v: Tensor, X: Tensor, a: Tensor) -> dict:
 
     With ``h1 = v1 w1 − a``, ``h2 = v2 w2 + a`` (the paper's notation, ``v_i > 0``), error ``e = ‖h1‖ + ‖h2‖``:
     ``ratio_i = ‖∇̂_{w_i} L − ∇_{w_i} L‖ / (v_i e)``, empirical gradient from
-    :func:`companion.relunet.loss_and_gradient`, population gradient from :func:`companion.population.gradient`.
+    :func:`companion.relunet.loss_and_gradient_wv`, population gradient from :func:`companion.population.gradient`.
     ``W``: ``(E, 2, d)``, ``v``: ``(E, 2)``, ``X``: ``(n, d)`` shared or ``(E, n, d)`` one data set per member,
     ``a``: ``(d,)``. Returns ``{"ratio": (E, 2),
     "gap": (E, 2), "error": (E,)}``. Lemma 11 says ``ratio ≤ δ`` with ``δ`` from Theorem 10.
@@ -214,7 +214,7 @@ def gradient_gap_ratio(W: Tensor, v: Tensor, X: Tensor, a: Tensor) -> dict:
     if X.ndim == 3 and X.shape[0] != W.shape[0]:
         raise ValueError(f"per-member data must have {W.shape[0]} members, got {X.shape[0]}")
     Y = X @ a
-    _, gW_emp, _ = relunet.loss_and_gradient(W, v, X, Y)
+    _, gW_emp, _ = relunet.loss_and_gradient_wv(W, v, X, Y)
     gW_pop, _ = population.gradient(W, v, a)
     gap = (gW_emp - gW_pop).norm(dim=-1)
     h1 = v[:, 0:1] * W[:, 0] - a

@@ -13,8 +13,8 @@ Generic over the model: a *loss function* here maps a batch of flat parameter ve
   Chapter 13), with the running extreme Ritz values and the top Ritz vector on request (:class:`LanczosResult`);
 * :func:`eigsh` — the same quantities through ``scipy.sparse.linalg.eigsh`` on a ``LinearOperator``, one
   member at a time (an independent reference);
-* :func:`flatten` / :func:`unflatten` / :func:`deepnet_loss_fn` — adapters for paper A's network
-  (:mod:`companion.deepnet`) and for parameter dicts (paper C's :mod:`companion.widenet`, Chapter 13).
+* :func:`flatten` / :func:`unflatten` / :func:`deepnet_loss_fn` — adapters for parameter lists (paper A's
+  :mod:`companion.deepnet`, paper C's :mod:`companion.widenet`, Chapter 13) and for dicts of tensors.
 
 Validated in float64 against the dense Hessian to ``rtol = 1e-8`` (``tests/test_curvature.py``).
 """
@@ -52,8 +52,8 @@ def _loss_values(loss_fn: LossFn, theta: Tensor) -> Tensor:
 def flatten(params: Sequence[Tensor] | dict) -> Tensor:
     """Concatenate parameter tensors ``(E, …)`` into flat vectors ``(E, P)`` (row-major, layer by layer).
 
-    ``params``: a list/tuple of tensors, or a dict of them (flattened in its key order, as paper C's
-    parameter dicts of :mod:`companion.widenet`, Chapter 13)."""
+    ``params``: a list/tuple of tensors (the parameter lists of :mod:`companion.model`, e.g. paper C's
+    :mod:`companion.widenet`, Chapter 13), or a dict of them (flattened in its key order)."""
     if isinstance(params, dict):
         params = list(params.values())
     if not isinstance(params, (list, tuple)) or not params:

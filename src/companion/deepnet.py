@@ -8,6 +8,10 @@ layers into ``W = blockdiag(w_1, …, w_L)``, so that ``‖W‖_F² = Σ_ℓ ‖
 Loss (paper A §3): ``𝓛(W) = (1/n) Σ_i J_i(F(x_i; W))`` with ``J_i(u) = (u − y_i)²``, so ``c_J = 2``.
 
 Shapes: data ``X`` is ``(n, d)`` (shared by all members) or ``(E, n, d)``; targets ``y`` are ``(n,)`` or ``(E, n)``.
+
+The module speaks the verbs of :mod:`companion.model` over its parameter list: :func:`init_params`,
+:func:`forward`, :func:`loss_and_gradient` and :func:`make_loss_and_grad` (the closure :func:`companion.gd.run`
+trains).
 """
 
 from __future__ import annotations
@@ -20,6 +24,28 @@ from torch import Tensor
 
 from . import activations, validation
 from .device import rand, randn, resolve
+
+__all__ = [
+    "C_J",
+    "check_params",
+    "widths_of",
+    "init_params",
+    "ball_data",
+    "check_assumption_3_2",
+    "forward_all",
+    "forward",
+    "loss",
+    "backward_deltas",
+    "output_gradient",
+    "loss_and_gradient",
+    "make_loss_and_grad",
+    "loss_and_gradient_autograd",
+    "embed",
+    "gradient_relative_error",
+    "norm",
+    "blockdiag",
+    "d_max",
+]
 
 
 def _same_device_only(**tensors: Tensor) -> None:
@@ -83,9 +109,24 @@ def widths_of(params: Sequence[Tensor]) -> list[int]:
 def init_params(
     widths: Sequence[int], ensemble: int, scale: float = 1.0, *, generator: torch.Generator | None = None, device=None, dtype=None
 ) -> list[Tensor]:
-    """Gaussian initialisation ``w_ℓ ~ N(0, scale² / d_{ℓ-1})`` entrywise, for ``ensemble`` independent members.
+    """Gaussian initialisation ``w_ℓ ~ N(0, scale² / d_{ℓ-1})`` entrywise, for ``ensemble`` independent members
+    (paper A's network, :ref:`ch-setup`; the initial scale of Theorem 4.8's runs in :ref:`ch-rate`).
 
-    ``widths = [d_0, …, d_L]`` with ``d_L = 1``. Returns ``L`` tensors ``(E, d_ℓ, d_{ℓ-1})``.
+    Parameters
+    ----------
+    widths
+        ``[d_0, …, d_L]`` with ``L ≥ 1`` and ``d_L = 1``.
+    ensemble
+        Number of independent members ``E``.
+    scale
+        Multiplies every layer's standard deviation ``1/√d_{ℓ-1}``.
+    generator, device, dtype
+        As everywhere in :mod:`companion.device` (draws on the CPU, layer by layer).
+
+    Returns
+    -------
+    list[Tensor]
+        ``L`` tensors ``(E, d_ℓ, d_{ℓ-1})``.
     """
     validation.positive_int("ensemble size", ensemble)
     if len(widths) < 2:
@@ -146,7 +187,22 @@ def forward_all(params: Sequence[Tensor], X: Tensor, act) -> tuple[list[Tensor],
 
 
 def forward(params: Sequence[Tensor], X: Tensor, act) -> Tensor:
-    """Network outputs ``F(x_i; W)`` for every member and sample, shape ``(E, n)``."""
+    """Paper A's network outputs ``F(x_i; W) = σ(w_L σ(… σ(w_1 x_i)))`` for every member and sample (:ref:`ch-setup`).
+
+    Parameters
+    ----------
+    params
+        ``L`` tensors ``(E, d_ℓ, d_{ℓ-1})``, ``d_L = 1``.
+    X
+        Inputs ``(n, d_0)`` shared by the members, or ``(E, n, d_0)``.
+    act
+        The activation σ (a name or an :class:`companion.activations.Activation`).
+
+    Returns
+    -------
+    Tensor
+        ``(E, n)``.
+    """
     return forward_all(params, X, act)[1][-1][..., 0]
 
 
@@ -200,34 +256,97 @@ def _loss_and_gradient_unchecked(
 def loss_and_gradient(params: Sequence[Tensor], X: Tensor, y: Tensor, act) -> tuple[Tensor, list[Tensor]]:
     """``𝓛`` and ``∇_{w_ℓ}𝓛 = (1/n) Σ_i J_i'(F_i) δ_{ℓ,i} h_{ℓ-1,i}ᵀ`` by Lemma 4.2's recursion (no autograd).
 
-    Returns ``(loss (E,), [grad_1 (E, d_1, d_0), …, grad_L (E, 1, d_{L-1})])``. Paper A, Lemma 4.2 (Chapter 1).
-    Validates every argument on every call; inside a GD loop use :func:`make_loss_and_grad`.
+    Paper A, Lemma 4.2 (:ref:`ch-setup`). Validates every argument on every call; inside a GD loop use
+    :func:`make_loss_and_grad`.
+
+    Parameters
+    ----------
+    params
+        ``L`` tensors ``(E, d_ℓ, d_{ℓ-1})``, ``d_L = 1``.
+    X
+        Inputs ``(n, d_0)`` or ``(E, n, d_0)``.
+    y
+        Targets ``(n,)`` or ``(E, n)``.
+    act
+        The activation σ.
+
+    Returns
+    -------
+    (loss, grads)
+        ``loss (E,)`` and ``[grad_1 (E, d_1, d_0), …, grad_L (E, 1, d_{L-1})]``.
     """
     params = check_params(params)
     _check_data(params, X, y)
     return _loss_and_gradient_unchecked(params, X, y, activations.get(act))
 
 
-def make_loss_and_grad(params_like: Sequence[Tensor], X: Tensor, y: Tensor, act):
-    """``loss_and_grad(params) -> (𝓛 (E,), grads)`` for :func:`companion.gd.run`, validated once here.
+def make_loss_and_grad(X: Tensor, y: Tensor, act, *, params_like: Sequence[Tensor] | None = None):
+    """``loss_and_grad(params) -> (𝓛 (E,), grads)`` for :func:`companion.gd.run` (paper A, Lemma 4.2; the GD of
+    Theorem 4.8 in :ref:`ch-descent` and :ref:`ch-rate`).
 
     The same values as :func:`loss_and_gradient`, without its per-call checks (each check of finiteness is a
-    host synchronisation on a GPU). ``params_like`` fixes the shapes the closure accepts. Paper A, Lemma 4.2
-    (Chapters 1, 3, 4).
+    host synchronisation on a GPU): the data are validated here, the parameters against them at the first call
+    (and again only if their shapes change). ``closure.restrict(index)`` is the closure of the members at
+    positions ``index`` (per-member data sliced), the contract of :mod:`companion.model`.
+
+    Parameters
+    ----------
+    X
+        Inputs ``(n, d_0)`` shared by the members, or ``(E, n, d_0)``.
+    y
+        Targets ``(n,)`` or ``(E, n)``.
+    act
+        The activation σ.
+    params_like
+        Optional: parameters of the shapes the closure will see, validated against the data here already.
+
+    Returns
+    -------
+    LossAndGrad
+        ``params -> (loss (E,), [grad_1, …, grad_L])`` with ``params`` as from :func:`init_params`.
+
+    Examples
+    --------
+    Three members of a width-4 tanh network fitted by 200 steps of GD:
+
+    >>> from companion import deepnet, device, gd
+    >>> g = device.generator(0)
+    >>> X = deepnet.ball_data(10, 3, generator=g, device="cpu")
+    >>> params = deepnet.init_params([3, 4, 1], 3, generator=g, device="cpu")
+    >>> f = deepnet.make_loss_and_grad(X, 0.5 * X[:, 0], "tanh")
+    >>> res = gd.run(f, params, 200, 0.5, progress=False)
+    >>> bool((res.history["loss"][-1] < res.history["loss"][0]).all())
+    True
     """
-    params_like = check_params(params_like)
-    _check_data(params_like, X, y)
+    first = params_like[0] if isinstance(params_like, (list, tuple)) and params_like else None
+    _same_device_only(params=first, X=X, y=y)
+    validation.tensor("X", X, ndim=(2, 3))
+    validation.tensor("y", y, ndim=(1, 2))
+    validation.same_device(X=X, y=y)
+    if y.shape[-1] != X.shape[-2]:
+        raise ValueError(f"y has {y.shape[-1]} targets but X has n = {X.shape[-2]} samples")
+    if X.ndim == 3 and y.ndim == 2 and y.shape[0] != X.shape[0]:
+        raise ValueError(f"y has ensemble size {y.shape[0]} but X has {X.shape[0]}")
     sigma = activations.get(act)
+    checked: dict = {}
+
+    def check(params: Sequence[Tensor]) -> None:
+        _check_data(check_params(params), X, y)
+        checked["shapes"] = [tuple(p.shape) for p in params]
+
+    if params_like is not None:
+        check(params_like)
 
     def loss_and_grad(params: Sequence[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        if checked.get("shapes") != [tuple(p.shape) for p in params]:
+            check(params)
         return _loss_and_gradient_unchecked(params, X, y, sigma)
 
     def restrict(members: Tensor):
         """The closure for the members ``members`` only (per-member data sliced)."""
-        sub = [p[members] for p in params_like]
         Xs = X[members] if X.ndim == 3 else X
         ys = y[members] if y.ndim == 2 else y
-        return make_loss_and_grad(sub, Xs, ys, act)
+        return make_loss_and_grad(Xs, ys, act)
 
     loss_and_grad.restrict = restrict
     return loss_and_grad

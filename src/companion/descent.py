@@ -274,7 +274,7 @@ def make_loss_and_grad(params_like: Sequence[Tensor], X: Tensor, y: Tensor, act)
         ``params -> (loss (E,), grads)``, ``grads`` matching ``params``, as :func:`companion.deepnet.make_loss_and_grad`.
     """
     check_assumptions(act, X)
-    return deepnet.make_loss_and_grad(params_like, X, y, act)
+    return deepnet.make_loss_and_grad(X, y, act, params_like=params_like)
 
 
 def observers() -> dict:

@@ -1,6 +1,6 @@
 """Fused formulations of the engine's hot paths for compilers (``torch.compile`` / inductor; Chapter 1).
 
-:func:`companion.relunet.loss_and_gradient` is written for the eager CPU engine: in-place ReLU, ``sign_`` and
+:func:`companion.relunet.loss_and_gradient_wv` is written for the eager CPU engine: in-place ReLU, ``sign_`` and
 ``baddbmm`` so that every pass over the ``(E, k, n)`` activations reuses one buffer. Those in-place tricks
 hide the dataflow from a compiler. The functions here state the same computation out of place, so that
 inductor can fuse the elementwise work into as few passes as it finds (on CUDA it emits Triton kernels; with
@@ -10,6 +10,10 @@ masked residual into the backward GEMM's prologue, so that each activation is wr
 The eager CPU formulation stays the default everywhere (it is faster there: ``benchmarks/gpu/README.md``);
 this module is opt-in, e.g. ``gd.run(fused.make_loss_and_grad(X, y), [W, v], ...)``. The compiled closure is
 CUDA-graph safe, so :func:`companion.gd.run` captures it like the eager one.
+
+It is an alternative closure of :mod:`companion.relunet` (shared data, one output, trainable output weights) and
+speaks the same verbs of :mod:`companion.model`: :func:`init_params` and :func:`forward` are relunet's,
+:func:`loss_and_gradient` and :func:`make_loss_and_grad` run the formulation here.
 """
 
 from __future__ import annotations
@@ -19,16 +23,81 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from . import validation
+from . import model, relunet, validation
 
-__all__ = ["paper_b_loss_and_grad", "make_loss_and_grad", "compiled"]
+__all__ = ["init_params", "forward", "loss_and_gradient", "paper_b_loss_and_grad", "make_loss_and_grad", "compiled"]
+
+
+def init_params(k: int, d: int, ensemble: int, sigma: float, *, scheme: str = "xavier", **kw) -> list[Tensor]:
+    """Paper B's initialisations ``[W (E, k, d), v (E, k)]`` (one output): :func:`companion.relunet.init_params`,
+    the same draws (Theorem 2's in :ref:`ch-three-phases`, Xavier-normal in :ref:`ch-failures`).
+
+    Parameters
+    ----------
+    k, d, ensemble, sigma
+        Neurons, input dimension, members ``E`` and the initial scale ``σ``.
+    scheme
+        ``"xavier"`` (default), ``"gaussian"`` or ``"theorem2"``.
+    **kw
+        ``signs`` (``"theorem2"``), ``generator``, ``device``, ``dtype``.
+
+    Returns
+    -------
+    list[Tensor]
+        ``[W (E, k, d), v (E, k)]``.
+    """
+    return relunet.init_params(k, d, ensemble, sigma, scheme=scheme, **kw)
+
+
+def forward(params: Sequence[Tensor], X: Tensor) -> Tensor:
+    """Paper B's network outputs ``vᵀReLU(W x_i)`` (Section 1.2; :ref:`ch-three-phases`):
+    :func:`companion.relunet.forward`.
+
+    Parameters
+    ----------
+    params
+        ``[W (E, k, d), v (E, k)]``.
+    X
+        Inputs ``(n, d)`` or ``(E, n, d)``.
+
+    Returns
+    -------
+    Tensor
+        ``(E, n)``.
+    """
+    return relunet.forward(params, X)
+
+
+def loss_and_gradient(
+    params: Sequence[Tensor], X: Tensor, y: Tensor, *, mode: str | None = "default"
+) -> tuple[Tensor, list[Tensor]]:
+    """Paper B's empirical loss, eq. (1), and its gradient by this module's formulation (:ref:`ch-three-phases`),
+    validated on every call: the values of :func:`make_loss_and_grad`'s closure.
+
+    Parameters
+    ----------
+    params
+        ``[W (E, k, d), v (E, k)]``.
+    X
+        Inputs ``(n, d)`` shared by the members.
+    y
+        Targets ``(n,)``.
+    mode
+        The ``torch.compile`` mode (:func:`compiled`); ``None`` runs the formulation eagerly.
+
+    Returns
+    -------
+    (loss, grads)
+        ``loss (E,)`` and ``[grad_W (E, k, d), grad_v (E, k)]``.
+    """
+    return make_loss_and_grad(X, y, mode=mode)(params)
 
 
 def paper_b_loss_and_grad(W: Tensor, v: Tensor, X: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Paper B's empirical loss and gradients, eq. (1) (Chapters 8-11), shared data and one output, out of place.
 
     ``W (E, k, d)``, ``v (E, k)``, ``X (n, d)``, ``y (n,)`` → ``(loss (E,), grad_W (E, k, d), grad_v (E, k))``,
-    the same quantities as :func:`companion.relunet.loss_and_gradient` (to rounding). With ``Z = W Xᵀ``
+    the same quantities as :func:`companion.relunet.loss_and_gradient_wv` (to rounding). With ``Z = W Xᵀ``
     ``(E, k, n)``, residuals ``R = vᵀReLU(Z) − y`` ``(E, n)`` and ``M_j = (1/n) Σ_i 1{z_ji > 0} R_i x_i``:
     ``grad_W = v ⊙ M`` and ``grad_v_j = ⟨w_j, M_j⟩`` (ReLU's homogeneity). Two GEMMs, ``4 n d k E`` FLOPs;
     everything else is elementwise or a reduction over ``k`` or ``n`` that a compiler can fuse.
@@ -57,11 +126,42 @@ def compiled(mode: str | None = "default", *, dynamic: bool = False) -> Callable
     return _COMPILED[key]
 
 
-def make_loss_and_grad(X: Tensor, y: Tensor, *, mode: str | None = "default") -> Callable[[Sequence[Tensor]], tuple]:
-    """Closure for :func:`companion.gd.run` on paper B's empirical loss with trainable ``[W (E, k, d), v (E, k)]``,
-    shared ``X (n, d)`` and ``y (n,)`` (Chapters 8-11), through :func:`compiled` with ``mode``; returns
-    ``(loss (E,), [grad_W, grad_v])``. The data are validated once; the parameters' shapes at the first call
-    (the first call also compiles). Same contract as :func:`companion.relunet.make_loss_and_grad`."""
+def make_loss_and_grad(X: Tensor, y: Tensor, *, mode: str | None = "default") -> model.LossAndGrad:
+    """Closure for :func:`companion.gd.run` on paper B's empirical loss, eq. (1), with trainable
+    ``[W (E, k, d), v (E, k)]`` (Theorem 2's GD, :ref:`ch-three-phases`; Chapters 8-11), through :func:`compiled`.
+
+    The data are validated once; the parameters' shapes at the first call (the first call also compiles). Same
+    contract as :func:`companion.relunet.make_loss_and_grad`: the data are shared by every member, so
+    ``closure.restrict(index)`` is the closure itself.
+
+    Parameters
+    ----------
+    X
+        Inputs ``(n, d)`` shared by the members.
+    y
+        Targets ``(n,)``.
+    mode
+        The ``torch.compile`` mode (:func:`compiled`); ``None`` runs the formulation eagerly.
+
+    Returns
+    -------
+    LossAndGrad
+        ``params -> (loss (E,), [grad_W, grad_v])``.
+
+    Examples
+    --------
+    The eager formulation (``mode=None``) gives relunet's values to rounding:
+
+    >>> import torch
+    >>> from companion import device, fused, relunet
+    >>> g = device.generator(0)
+    >>> X, y = relunet.gaussian_data(40, 4, relunet.unit_target(4, device="cpu"), generator=g, device="cpu")
+    >>> params = fused.init_params(3, 4, 2, 1.0, generator=g, device="cpu")
+    >>> loss, grads = fused.make_loss_and_grad(X, y, mode=None)(params)
+    >>> ref, ref_grads = relunet.make_loss_and_grad(X, y)(params)
+    >>> bool(torch.allclose(loss, ref) and all(torch.allclose(a, b) for a, b in zip(grads, ref_grads)))
+    True
+    """
     validation.tensor("X", X, ndim=2)
     validation.tensor("y", y, ndim=1)
     if y.shape[0] != X.shape[0]:

@@ -251,7 +251,7 @@ def run(
     >>> g = device.generator(0)
     >>> X = deepnet.ball_data(8, 3, generator=g, device="cpu")
     >>> W = deepnet.init_params([3, 4, 1], 2, generator=g, device="cpu")
-    >>> f = deepnet.make_loss_and_grad(W, X, X[:, 0], "tanh")
+    >>> f = deepnet.make_loss_and_grad(X, X[:, 0], "tanh")
     >>> step = descent.adaptive_step(L=2, d_max=deepnet.d_max(W))
     >>> res = gd.run(f, W, 100, step, record_at=[0, 50, 100], progress=False)
     >>> res.history["loss"].shape

@@ -13,8 +13,10 @@ Population loss ``L(W, v) = ½ E[(vᵀReLU(Wx) − aᵀx)²] = ½ vᵀKv − ½ 
 
 Parameter order. Every function takes and returns the parameters in the order ``(W, v)``, as
 :mod:`companion.relunet` and :func:`companion.gd.run` do: :func:`loss`, :func:`gradient`
-(``(grad_W, grad_v)``), :func:`loss_and_gradient`, :func:`hessian` and :func:`flatten_params`
-(``[vec(W), v]``). :func:`make_loss_and_grad` builds the closure for the GD engine, for one output or
+(``(grad_W, grad_v)``), :func:`loss_and_gradient_wv`, :func:`hessian` and :func:`flatten_params`
+(``[vec(W), v]``). The module speaks the verbs of :mod:`companion.model` over the list ``[W, v]`` (or ``[W]``
+with fixed output weights), with the target in place of data: :func:`init_params`, :func:`forward`,
+:func:`loss_and_gradient` and :func:`make_loss_and_grad`, the closure for the GD engine, for one output or
 ``r`` outputs (the Gram form :func:`gram_loss_and_gradient`, ``E·k²·d`` per step).
 
 Numerics. Angles are computed by Kahan's formula ``θ = 2 atan2(‖ū − w̄‖, ‖ū + w̄‖)``, accurate to a few ulps
@@ -41,10 +43,12 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from . import validation
+from . import model, relunet, validation
 from .device import randn, resolve
 
 __all__ = [
+    "init_params",
+    "forward",
     "angle",
     "relu_kernel",
     "relu_kernel_grad",
@@ -53,6 +57,7 @@ __all__ = [
     "gradient",
     "hessian",
     "loss_and_gradient",
+    "loss_and_gradient_wv",
     "gram_loss_and_gradient",
     "make_loss_and_grad",
     "flatten_params",
@@ -280,8 +285,9 @@ def gradient(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
     return _loss_gradient(W, v, a)[1:]
 
 
-def loss_and_gradient(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Population loss and its closed-form gradient in one pass (Appendix A.1-A.2; Chapters 5-7).
+def loss_and_gradient_wv(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Population loss and its closed-form gradient in one pass, for separate ``W`` and ``v`` (Appendix A.1-A.2;
+    Chapters 5-7).
 
     Same closed forms as :func:`loss` and :func:`gradient` (Kahan angles, exact at aligned neurons), any
     leading axes: ``W (..., k, d)``, ``v (..., k)``, ``a (d,)`` or ``(..., d)`` →
@@ -338,9 +344,9 @@ def gram_loss_and_gradient(W: Tensor, V: Tensor, target: Tensor) -> tuple[Tensor
         ∇_{w_i} L = (1/2π) [ŵ_i Σ_j S_ij ‖w_j‖ sin θ_ij + Σ_j S_ij (π − θ_ij) w_j] − Aᵀ V_i / 2,
 
     i.e. two batched matmuls of ``E·k²·d`` operations per step and ``O(E·k²)`` memory, instead of the
-    ``(E, k, k, d)`` tensor of :func:`loss_and_gradient`. The angles are ``arccos`` of the Gram cosines, so
+    ``(E, k, k, d)`` tensor of :func:`loss_and_gradient_wv`. The angles are ``arccos`` of the Gram cosines, so
     near-aligned pairs carry an angle error of about the square root of the dtype's resolution (use
-    :func:`loss_and_gradient` where neurons align and that matters). Neurons must be nonzero.
+    :func:`loss_and_gradient_wv` where neurons align and that matters). Neurons must be nonzero.
     ``W (E, k, d)``, ``V (E, k)`` or ``(E, k, r)``, ``target a (d,)`` or ``A (r, d)`` →
     ``(loss (E,), grad_W (E, k, d), grad_V like V)``.
     """
@@ -368,21 +374,116 @@ def _gram(W: Tensor, V: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]
     return value, gW, (gV.squeeze(-1) if single else gV)
 
 
-def make_loss_and_grad(
-    target: Tensor, *, fixed_v: Tensor | None = None, form: str = "gram"
-) -> Callable[[Sequence[Tensor]], tuple[Tensor, list[Tensor]]]:
-    """Closure for :func:`companion.gd.run` on the population loss (paper B's population GD; Chapters 6, 9, 11).
+def init_params(
+    k: int, d: int, ensemble: int, sigma: float, *, scheme: str = "xavier", r: int | None = None, **kw
+) -> list[Tensor]:
+    """Paper B's initialisations as the parameter list ``[W, v]`` for the population loss (Section 4's Xavier-normal
+    scale, the Gaussian of Section 3's remark, Theorem 2's; :ref:`ch-landscape`, :ref:`ch-failures`): the network
+    is :mod:`companion.relunet`'s, and so are the draws (:func:`companion.relunet.init_params`).
 
-    ``target``: ``a (d,)`` (one output) or ``A (r, d)`` (``r`` outputs, Appendix E.1). Trainable output weights
-    (``fixed_v=None``): ``params = [W (E, k, d), v (E, k) or V (E, k, r)] → (loss (E,), [grad_W, grad_v])``.
-    Fixed output weights (Figure 1): ``params = [W] → (loss (E,), [grad_W])`` with ``fixed_v`` of shape
-    ``(k,)``/``(k, r)`` (the same for every member) or ``(E, k)``/``(E, k, r)``.
+    Parameters
+    ----------
+    k, d, ensemble, sigma
+        Neurons, input dimension, members ``E`` and the initial scale ``σ``.
+    scheme, r
+        ``"xavier"`` (default), ``"gaussian"`` or ``"theorem2"``; ``r`` outputs (``"xavier"`` only).
+    **kw
+        ``signs`` (``"theorem2"``), ``generator``, ``device``, ``dtype``.
+
+    Returns
+    -------
+    list[Tensor]
+        ``[W (E, k, d), v (E, k)]`` (``V (E, k, r)`` for ``r`` outputs).
+    """
+    return relunet.init_params(k, d, ensemble, sigma, scheme=scheme, r=r, **kw)
+
+
+def forward(params: Sequence[Tensor], X: Tensor) -> Tensor:
+    """The network ``f(x) = vᵀReLU(Wx)`` whose population loss this module computes, on given inputs (Appendix A;
+    :ref:`ch-closed-forms`'s Monte Carlo checks of the closed forms).
+
+    Parameters
+    ----------
+    params
+        ``[W (E, k, d), v (E, k) or V (E, k, r)]``.
+    X
+        Inputs ``(n, d)`` or ``(E, n, d)``.
+
+    Returns
+    -------
+    Tensor
+        ``(E, n)``, or ``(E, n, r)`` for ``r`` outputs (:func:`companion.relunet.forward`).
+    """
+    return relunet.forward(params, X)
+
+
+def loss_and_gradient(
+    params: Sequence[Tensor], target: Tensor, *, fixed_v: Tensor | None = None, form: str = "gram"
+) -> tuple[Tensor, list[Tensor]]:
+    """Population loss ``½ E‖Vᵀ ReLU(Wx) − A x‖²`` and its closed-form gradient (paper B, eq. (2), Appendix A.1-A.2;
+    :ref:`ch-closed-forms`, :ref:`ch-landscape`), validated on every call: the values of
+    :func:`make_loss_and_grad`'s closure.
+
+    Parameters
+    ----------
+    params
+        ``[W (E, k, d), v (E, k) or V (E, k, r)]``, or ``[W]`` with ``fixed_v``.
+    target
+        ``a (d,)`` (one output) or ``A (r, d)`` (``r`` outputs, Appendix E.1): the target instead of data.
+    fixed_v
+        Output weights held fixed, ``(k,)`` / ``(k, r)`` for every member or ``(E, k)`` / ``(E, k, r)``.
+    form
+        ``"gram"`` (default) or ``"kahan"``, as in :func:`make_loss_and_grad`.
+
+    Returns
+    -------
+    (loss, grads)
+        ``loss (E,)`` and ``[grad_W, grad_v]`` (``[grad_W]`` with ``fixed_v``), shaped like ``params``.
+    """
+    return make_loss_and_grad(target, fixed_v=fixed_v, form=form)(params)
+
+
+def make_loss_and_grad(target: Tensor, *, fixed_v: Tensor | None = None, form: str = "gram") -> model.LossAndGrad:
+    """Closure for :func:`companion.gd.run` on the population loss (paper B's population GD: Figure 1 in
+    :ref:`ch-landscape`, :ref:`ch-failures`, :ref:`ch-beyond-two`).
 
     ``form="gram"`` (default) uses :func:`gram_loss_and_gradient` (``E·k²·d`` per step, any ``r``);
-    ``form="kahan"`` uses :func:`loss_and_gradient` (Kahan angles, exact where neurons align, e.g. on
+    ``form="kahan"`` uses :func:`loss_and_gradient_wv` (Kahan angles, exact where neurons align, e.g. on
     Theorem 1's saddle manifolds; one output only; for ``k = 2`` written out pair by pair, without the
-    ``(E, k, k, d)`` tensors). Shapes are checked at the first call only. ``closure.restrict(members)`` is the
-    closure of a subset of the members (:func:`companion.gd.run` takes decided members out of the batch).
+    ``(E, k, k, d)`` tensors). Shapes are checked at the first call. Trainable and fixed output weights are
+    handled by :func:`companion.model.two_layer_closure`, as for the empirical loss; ``closure.restrict(index)``
+    is the closure of the members at positions ``index`` (per-member fixed output weights sliced), the contract of
+    :mod:`companion.model`.
+
+    Parameters
+    ----------
+    target
+        ``a (d,)`` (one output) or ``A (r, d)`` (``r`` outputs, Appendix E.1).
+    fixed_v
+        ``None``: ``params = [W (E, k, d), v (E, k) or V (E, k, r)]``, grads ``[grad_W, grad_v]``. Otherwise the
+        output weights held fixed (Figure 1), ``(k,)`` / ``(k, r)`` for every member or ``(E, k)`` / ``(E, k, r)``:
+        ``params = [W]``, grads ``[grad_W]``.
+    form
+        ``"gram"`` or ``"kahan"``.
+
+    Returns
+    -------
+    LossAndGrad
+        ``params -> (loss (E,), grads)``.
+
+    Examples
+    --------
+    Figure 1's setting in miniature: output weights fixed at ``[1, −1]``, a small initialisation, GD reaches the
+    global optimum of the population loss:
+
+    >>> import torch
+    >>> from companion import device, gd, population, relunet
+    >>> a = relunet.unit_target(3, device="cpu")
+    >>> W = 1e-3 * device.randn((2, 2, 3), generator=device.generator(0), device="cpu")
+    >>> f = population.make_loss_and_grad(a, fixed_v=torch.tensor([1.0, -1.0], dtype=W.dtype), form="kahan")
+    >>> res = gd.run(f, [W], 3000, 0.5, progress=False)
+    >>> bool((res.history["loss"][-1] < 1e-8).all())
+    True
     """
     validation.tensor("target", target, ndim=(1, 2))
     if fixed_v is not None:
@@ -392,52 +493,33 @@ def make_loss_and_grad(
         raise ValueError(f"form must be 'gram' or 'kahan', got {form!r}")
     if form == "kahan" and target.ndim != 1:
         raise ValueError("form='kahan' is for one output (target a of shape (d,))")
-    checked = {}
 
-    def loss_and_grad_fn(params: Sequence[Tensor]):
-        if fixed_v is None:
-            if len(params) != 2:
-                raise ValueError("with trainable output weights params must be [W, v]")
-            W, V = params
-        else:
-            if len(params) != 1:
-                raise ValueError("with fixed output weights params must be [W]")
-            W = params[0]
-            V = checked.get("V")
-            if V is None:
-                V = fixed_v.expand(W.shape[0], *fixed_v.shape) if fixed_v.ndim == W.ndim - 2 + (target.ndim == 2) else fixed_v
-                V = V.contiguous()
-                checked["V"] = V
-        if checked.get("shapes") != (tuple(W.shape), tuple(V.shape)):
-            r_axes = 0 if target.ndim == 1 else 1
-            if (
-                W.ndim != 3
-                or V.ndim != 2 + r_axes
-                or V.shape[:2] != W.shape[:2]
-                or W.shape[-1] != target.shape[-1]
-                or (r_axes and V.shape[-1] != target.shape[0])
-            ):
-                raise ValueError(f"W {tuple(W.shape)}, v {tuple(V.shape)} and target {tuple(target.shape)} do not match")
-            validation.same_device(W=W, v=V, target=target)
-            checked["shapes"] = (tuple(W.shape), tuple(V.shape))
+    def check(W: Tensor, V: Tensor) -> None:
+        r_axes = 0 if target.ndim == 1 else 1
+        if (
+            W.ndim != 3
+            or V.ndim != 2 + r_axes
+            or V.shape[:2] != W.shape[:2]
+            or W.shape[-1] != target.shape[-1]
+            or (r_axes and V.shape[-1] != target.shape[0])
+        ):
+            raise ValueError(f"W {tuple(W.shape)}, v {tuple(V.shape)} and target {tuple(target.shape)} do not match")
+        validation.same_device(W=W, v=V, target=target)
+
+    def kernel(W: Tensor, V: Tensor, train_v: bool) -> tuple[Tensor, Tensor, Tensor]:
         if form == "gram":
-            value, gW, gV = _gram(W, V, target)
-        elif W.shape[-2] == 2:
-            value, gW, gV = _pair_loss_gradient(W, V, target)
-        else:
-            value, gW, gV = _loss_gradient(W, V, target)
-        return (value, [gW, gV]) if fixed_v is None else (value, [gW])
+            return _gram(W, V, target)
+        if W.shape[-2] == 2:
+            return _pair_loss_gradient(W, V, target)
+        return _loss_gradient(W, V, target)
 
-    def restrict(members: Tensor) -> Callable:
-        """The closure for the members ``members`` only (per-member fixed output weights sliced)."""
-        if fixed_v is None:
-            return loss_and_grad_fn  # the target is shared by every member
-        if "V" not in checked:
-            raise ValueError("restrict() is called by gd.run after the closure's first call")
-        return make_loss_and_grad(target, fixed_v=checked["V"][members], form=form)
-
-    loss_and_grad_fn.restrict = restrict
-    return loss_and_grad_fn
+    return model.two_layer_closure(
+        kernel,
+        check,
+        lambda index, v: make_loss_and_grad(target, fixed_v=v, form=form),
+        fixed_v,
+        vector_outputs=target.ndim == 2,
+    )
 
 
 def hessian(W: Tensor, v: Tensor, a: Tensor) -> Tensor:

@@ -16,6 +16,10 @@ Shapes. Every parameter carries a leading ensemble axis ``E``: ``W (E, k, d)``, 
 member, ``X (E, n, d)`` and ``Y (E, n)``/``(E, n, r)``. The engine's parameter list is ``[W, v]``
 (trainable output weights) or ``[W]`` (output weights fixed), see :func:`make_loss_and_grad`.
 
+The module speaks the verbs of :mod:`companion.model` over that list: :func:`init_params`, :func:`forward`,
+:func:`loss_and_gradient` and :func:`make_loss_and_grad`. Per-tensor forms take ``(W, V)`` separately:
+:func:`predict`, :func:`loss` and :func:`loss_and_gradient_wv`, the unchecked hot path of the closure.
+
 The gradients are explicit (ReLU mask reused in the backward pass, two GEMMs per step for shared data);
 :func:`loss_and_grad_autograd` is the reference they are tested against.
 """
@@ -28,8 +32,36 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from . import validation
+from . import model, validation
 from .device import randn, resolve
+
+__all__ = [
+    "unit_target",
+    "orthonormal_rows",
+    "gaussian_data",
+    "init_params",
+    "xavier_init",
+    "gaussian_init",
+    "theorem2_init",
+    "forward",
+    "predict",
+    "loss",
+    "loss_and_gradient",
+    "loss_and_gradient_wv",
+    "make_loss_and_grad",
+    "loss_and_grad_autograd",
+    "angles",
+    "angles_to_target",
+    "neuron_norms",
+    "imbalance",
+    "planted_error",
+    "grouped_sums",
+    "make_observers",
+    "pairing_error",
+    "growth_sign",
+]
+
+SCHEMES = ("xavier", "gaussian", "theorem2")
 
 
 # ----------------------------------------------------------------------------------------------- data
@@ -86,6 +118,63 @@ def gaussian_data(
 
 
 # ----------------------------------------------------------------------------------------------- init
+def init_params(
+    k: int,
+    d: int,
+    ensemble: int,
+    sigma: float,
+    *,
+    scheme: str = "xavier",
+    r: int | None = None,
+    signs: Sequence[float] | None = None,
+    generator: torch.Generator | None = None,
+    device=None,
+    dtype=None,
+) -> list[Tensor]:
+    """Paper B's initialisations as the engine's parameter list ``[W, v]`` (Section 4's Xavier-normal scale, the
+    Gaussian of Section 3's remark, or Theorem 2's; :ref:`ch-three-phases`, :ref:`ch-failures`).
+
+    Parameters
+    ----------
+    k, d
+        Neurons and input dimension.
+    ensemble
+        Number of independent members ``E``.
+    sigma
+        The initial scale ``σ``.
+    scheme
+        ``"xavier"`` (:func:`xavier_init`, the default), ``"gaussian"`` (:func:`gaussian_init`) or ``"theorem2"``
+        (:func:`theorem2_init`); the draws are those of the named function.
+    r
+        Number of outputs (``"xavier"`` only); ``None`` for one output.
+    signs
+        ``"theorem2"`` only: the output signs, ``k`` values ±1 (default ``[+, −, +, −, …]``).
+    generator, device, dtype
+        As everywhere in :mod:`companion.device`.
+
+    Returns
+    -------
+    list[Tensor]
+        ``[W (E, k, d), v (E, k)]`` (``V (E, k, r)`` for ``r`` outputs).
+    """
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+    if r is not None and scheme != "xavier":
+        raise ValueError(f"r outputs are drawn by the 'xavier' scheme only, not {scheme!r}")
+    if signs is not None and scheme != "theorem2":
+        raise ValueError(f"signs belong to the 'theorem2' scheme, not {scheme!r}")
+    kw = dict(generator=generator, device=device, dtype=dtype)
+    if scheme == "xavier":
+        return list(xavier_init(k, d, ensemble, sigma, r=r, **kw))
+    if scheme == "gaussian":
+        return list(gaussian_init(k, d, ensemble, sigma, **kw))
+    validation.positive_int("k", k)
+    s = [(-1.0) ** i for i in range(k)] if signs is None else list(signs)
+    if len(s) != k:
+        raise ValueError(f"signs must have k = {k} entries, got {len(s)}")
+    return list(theorem2_init(d, ensemble, sigma, signs=s, **kw))
+
+
 def xavier_init(
     k: int,
     d: int,
@@ -223,17 +312,62 @@ def predict(W: Tensor, V: Tensor, X: Tensor) -> Tensor:
     return P.transpose(0, 1) if X.ndim == 2 else P
 
 
+def forward(params: Sequence[Tensor], X: Tensor) -> Tensor:
+    """Paper B's network outputs ``Vᵀ ReLU(W x_i)`` (Section 1.2; :ref:`ch-three-phases`).
+
+    Parameters
+    ----------
+    params
+        ``[W (E, k, d), v (E, k) or V (E, k, r)]`` (output weights held fixed in training are passed here too).
+    X
+        Inputs ``(n, d)`` shared by the members, or ``(E, n, d)``.
+
+    Returns
+    -------
+    Tensor
+        ``(E, n)``, or ``(E, n, r)`` for ``r`` outputs.
+    """
+    W, V = model.two_layer_weights(params)
+    return predict(W, V, X)
+
+
 def loss(W: Tensor, V: Tensor, X: Tensor, Y: Tensor) -> Tensor:
     """Empirical loss ``(1/2n) Σ_i ‖Vᵀ ReLU(W x_i) − y_i‖²`` per member (paper B, eq. (1); Chapter 8), ``(E,)``."""
     _check(W, V, X, Y)
-    return loss_and_gradient(W, V, X, Y, need_grad=False)[0]
+    return loss_and_gradient_wv(W, V, X, Y, need_grad=False)[0]
 
 
 def loss_and_gradient(
+    params: Sequence[Tensor], X: Tensor, Y: Tensor, *, fixed_v: Tensor | None = None
+) -> tuple[Tensor, list[Tensor]]:
+    """Paper B's empirical loss, eq. (1), and its explicit gradient (:ref:`ch-three-phases`; Theorem 2's GD).
+
+    The values of :func:`make_loss_and_grad`'s closure, with every argument validated on every call.
+
+    Parameters
+    ----------
+    params
+        ``[W (E, k, d), v (E, k) or V (E, k, r)]``, or ``[W]`` with ``fixed_v``.
+    X
+        Inputs ``(n, d)`` or ``(E, n, d)``.
+    Y
+        Targets ``(n,)`` / ``(n, r)``, or ``(E, n)`` / ``(E, n, r)`` with per-member ``X``.
+    fixed_v
+        Output weights held fixed: ``(k,)`` / ``(k, r)`` for every member, or ``(E, k)`` / ``(E, k, r)``.
+
+    Returns
+    -------
+    (loss, grads)
+        ``loss (E,)`` and ``[grad_W, grad_v]`` (``[grad_W]`` with ``fixed_v``), shaped like ``params``.
+    """
+    return make_loss_and_grad(X, Y, fixed_v=fixed_v)(params)
+
+
+def loss_and_gradient_wv(
     W: Tensor, V: Tensor, X: Tensor, Y: Tensor, *, train_v: bool = True, need_grad: bool = True
 ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-    """Empirical loss and its explicit gradients (paper B, eq. (1); Chapters 8-11). No shape or value checks
-    (this is the hot path; :func:`make_loss_and_grad` validates once).
+    """Empirical loss and its explicit gradients for separate ``W`` and ``V`` (paper B, eq. (1); Chapters 8-11).
+    No shape or value checks (this is the hot path of :func:`make_loss_and_grad`, which validates once).
 
     With ``R_i = Vᵀ ReLU(W x_i) − y_i`` and the mask ``D_i = diag(1{W x_i > 0})``::
 
@@ -302,55 +436,64 @@ def loss_and_gradient(
     return value, gW, gV
 
 
-def make_loss_and_grad(X: Tensor, Y: Tensor, *, fixed_v: Tensor | None = None) -> Callable:
-    """Closure for :func:`companion.gd.run` (paper B's empirical GD; Chapters 8-11).
+def make_loss_and_grad(X: Tensor, Y: Tensor, *, fixed_v: Tensor | None = None) -> model.LossAndGrad:
+    """Closure for :func:`companion.gd.run` on paper B's empirical loss, eq. (1) (Theorem 2's GD in
+    :ref:`ch-three-phases`; :ref:`ch-failures`, :ref:`ch-sample-complexity`, :ref:`ch-beyond-two`).
 
-    Trainable output weights (``fixed_v=None``): ``params = [W (E, k, d), v (E, k) or V (E, k, r)]`` and the
-    closure returns ``(loss (E,), [grad_W, grad_v])``. Fixed output weights: ``params = [W]`` and
-    ``fixed_v`` (``(E, k)``/``(E, k, r)``, or ``(k,)`` broadcast to every member) stays put;
-    the closure returns ``(loss, [grad_W])``. The data are validated once here; shapes are checked against
-    the parameters at the first call. ``closure.restrict(members)`` is the closure of a subset of the members
-    (:func:`companion.gd.run` takes decided members out of the batch).
+    The data are validated once here; the parameters' shapes against them at the first call. Trainable and
+    fixed output weights are handled by :func:`companion.model.two_layer_closure`, as for the population loss.
+    ``closure.restrict(index)`` is the closure of the members at positions ``index`` (per-member data and
+    output weights sliced), the contract of :mod:`companion.model`.
+
+    Parameters
+    ----------
+    X
+        Inputs ``(n, d)`` shared by the members, or ``(E, n, d)``.
+    Y
+        Targets ``(n,)`` / ``(n, r)``, or ``(E, n)`` / ``(E, n, r)`` with per-member ``X``.
+    fixed_v
+        ``None``: ``params = [W (E, k, d), v (E, k) or V (E, k, r)]``, grads ``[grad_W, grad_v]``. Otherwise the
+        output weights held fixed, ``(k,)`` / ``(k, r)`` for every member or ``(E, k)`` / ``(E, k, r)``:
+        ``params = [W]``, grads ``[grad_W]``.
+
+    Returns
+    -------
+    LossAndGrad
+        ``params -> (loss (E,), grads)``, the values of :func:`loss_and_gradient`.
+
+    Examples
+    --------
+    Theorem 2 in miniature: its initialisation at a small scale, ``n = 10 d`` samples, GD with ``μ = 0.1``
+    reaches the planted solution:
+
+    >>> from companion import device, gd, relunet
+    >>> g = device.generator(0)
+    >>> a = relunet.unit_target(10, device="cpu")
+    >>> X, Y = relunet.gaussian_data(100, 10, a, generator=g, device="cpu")
+    >>> params = relunet.init_params(2, 10, 4, 1e-3, scheme="theorem2", generator=g, device="cpu")
+    >>> res = gd.run(relunet.make_loss_and_grad(X, Y), params, 1500, 0.1, progress=False)
+    >>> bool(relunet.planted_error(*res.params, a).max() < 1e-6)
+    True
     """
     validation.same_device(X=X, Y=Y, **({} if fixed_v is None else {"fixed_v": fixed_v}))
     validation.tensor("X", X, ndim=(2, 3))
     validation.tensor("Y", Y, ndim=(1, 2, 3))
-    if fixed_v is not None:
-        validation.tensor("fixed_v", fixed_v, ndim=(1, 2, 3))
-    checked = {}
+    per_member = X.ndim == 3
 
-    def loss_and_grad_fn(params: Sequence[Tensor]):
-        if fixed_v is None:
-            if len(params) != 2:
-                raise ValueError("with trainable output weights params must be [W, v]")
-            W, V = params
-        else:
-            if len(params) != 1:
-                raise ValueError("with fixed output weights params must be [W]")
-            W = params[0]
-            V = checked.get("V")
-            if V is None:
-                V = fixed_v.unsqueeze(0).expand(W.shape[0], -1) if fixed_v.ndim == 1 else fixed_v
-                V = V.contiguous()
-                checked["V"] = V
-        if "shapes" not in checked or checked["shapes"] != (tuple(W.shape), tuple(V.shape)):
-            _check(W, V, X, Y)
-            checked["shapes"] = (tuple(W.shape), tuple(V.shape))
-        value, gW, gV = loss_and_gradient(W, V, X, Y, train_v=fixed_v is None)
-        return (value, [gW, gV]) if fixed_v is None else (value, [gW])
+    def rebuild(index: Tensor, v: Tensor | None) -> model.LossAndGrad:
+        return make_loss_and_grad(X[index] if per_member else X, Y[index] if per_member else Y, fixed_v=v)
 
-    def restrict(members: Tensor) -> Callable:
-        """The closure for the members ``members`` only (per-member data and output weights sliced)."""
-        per_member = X.ndim == 3
-        v = fixed_v if fixed_v is None or fixed_v.ndim == 1 else fixed_v[members]
-        return make_loss_and_grad(X[members] if per_member else X, Y[members] if per_member else Y, fixed_v=v)
-
-    loss_and_grad_fn.restrict = restrict
-    return loss_and_grad_fn
+    return model.two_layer_closure(
+        lambda W, V, train_v: loss_and_gradient_wv(W, V, X, Y, train_v=train_v),
+        lambda W, V: _check(W, V, X, Y),
+        rebuild,
+        fixed_v,
+        vector_outputs=Y.ndim == X.ndim,
+    )
 
 
 def loss_and_grad_autograd(W: Tensor, V: Tensor, X: Tensor, Y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Reference for :func:`loss_and_gradient` by reverse-mode autograd through ``torch.relu`` (Chapter 8's
+    """Reference for :func:`loss_and_gradient_wv` by reverse-mode autograd through ``torch.relu`` (Chapter 8's
     check; tests). Returns ``(loss (E,), grad_W, grad_V)``."""
     _check(W, V, X, Y)
     W = W.detach().clone().requires_grad_(True)

@@ -12,8 +12,11 @@ The networks (paper C, following Du, Lee, Li, Wang, Zhai 2019), for an input ``x
 ``a`` is ``N(0, 1)`` at initialisation. In the notation of the paper, ``s_h = √c_σ`` for the first layer and for
 fully connected layers, ``s_h = c_res/H`` for residual layers ``h ≥ 2``.
 
-Parameters are a dict ``{"W1": (E, m, d), "W2": (E, m, m), …, "WH": (E, m, m), "a": (E, m)}`` with a leading
-ensemble axis ``E``. Members are independent, so derivatives of the ensemble *sum* of a per-member scalar give
+Parameters are a list ``[W_1 (E, m, d), W_2 (E, m, m), …, W_H (E, m, m), a (E, m)]`` with a leading ensemble axis
+``E``, the container of :mod:`companion.model`: the module speaks its verbs (:func:`init_params`, :func:`forward`,
+:func:`loss_and_gradient`, :func:`make_loss_and_grad`), so :func:`companion.gd.run` trains it like every other
+network of the book. Directions in parameter space are lists of the same shapes (:mod:`companion.paramlist`).
+Members are independent, so derivatives of the ensemble *sum* of a per-member scalar give
 per-member derivatives; that is how :mod:`torch.func` (``grad``) is applied below without ``vmap``.
 The output Hessian is only ever touched through Hessian-vector products (double backward by default,
 ``torch.func`` forward-over-reverse on request — equal, tested; the first has far less per-call overhead on a CPU),
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,12 +38,53 @@ import torch
 from torch import Tensor
 from torch.func import grad, jvp
 
-from . import activations, curvature, validation
+from . import activations, curvature, paramlist, validation
 from . import device as _device
 from .device import randn
+from .model import Params
+
+__all__ = [
+    "ARCHS",
+    "c_sigma",
+    "depth",
+    "check_params",
+    "init_params",
+    "sphere_inputs",
+    "Net",
+    "forward",
+    "loss_and_gradient",
+    "make_loss_and_grad",
+    "backward_vectors",
+    "backward_sup_norm",
+    "layer_grams",
+    "last_layer_gram",
+    "ntk",
+    "jacobian_norm",
+    "gram_drift",
+    "random_direction",
+    "gradient_direction",
+    "gram_ascent_direction",
+    "output_hvp",
+    "loss_hvp",
+    "weighted_output_hvp",
+    "output_hessian_norm",
+    "output_hessian_norms",
+    "loss_hessian_norm",
+    "weighted_output_hessian_norm",
+    "jvp_outputs",
+    "taylor_remainder",
+    "feature_drift",
+    "backward_drift",
+    "ball_measurements",
+    "loss_hessian_measurements",
+    "radius_measurements",
+    "radius_sweep",
+    "sweep_point",
+    "dense_reference_errors",
+    "radius_exponent",
+]
 
 ARCHS = ("fc", "res")
-Params = dict
 
 
 # ----------------------------------------------------------------------------------------------- set-up
@@ -70,48 +115,54 @@ def _smooth_activation(act) -> activations.Activation:
     return a
 
 
+def _names(H: int) -> list[str]:
+    """The blocks' names in the order of the parameter list: ``["W1", …, "WH", "a"]``."""
+    return [f"W{h}" for h in range(1, H + 1)] + ["a"]
+
+
 def depth(params: Params) -> int:
-    """Number of weight layers ``H`` of a parameter dict."""
-    return sum(1 for k in params if k.startswith("W"))
+    """Number of weight layers ``H`` of a parameter list ``[W_1, …, W_H, a]``."""
+    return len(params) - 1
 
 
 def check_params(params: Params) -> tuple[int, int, int, int]:
-    """Validate a parameter dict; return ``(E, m, d, H)``. Raises ``ValueError`` on a malformed dict."""
-    if not isinstance(params, dict) or "a" not in params or "W1" not in params:
-        raise ValueError("params must be a dict with keys 'W1', …, 'WH', 'a'")
+    """Validate a parameter list ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``; return ``(E, m, d, H)``.
+    Raises ``ValueError`` on a malformed list."""
+    if not isinstance(params, (list, tuple)) or len(params) < 2:
+        raise ValueError("params must be a list [W1, …, WH, a] of H >= 1 weight tensors and the output weights")
     H = depth(params)
-    expected = {f"W{h}" for h in range(1, H + 1)} | {"a"}
-    if set(params) != expected:
-        raise ValueError(f"params keys must be {sorted(expected)}, got {sorted(params)}")
-    if all(isinstance(v, Tensor) for v in params.values()):
-        validation.same_device(**params)
-    W1 = validation.tensor("W1", params["W1"], ndim=3)
+    names = _names(H)
+    if all(isinstance(v, Tensor) for v in params):
+        validation.same_device(**dict(zip(names, params)))
+    W1 = validation.tensor("W1", params[0], ndim=3)
     E, m, d = W1.shape
-    validation.tensor("a", params["a"], ndim=2)
-    if params["a"].shape != (E, m):
-        raise ValueError(f"a must have shape {(E, m)}, got {tuple(params['a'].shape)}")
+    validation.tensor("a", params[-1], ndim=2)
+    if params[-1].shape != (E, m):
+        raise ValueError(f"a (the last entry of params) must have shape {(E, m)}, got {tuple(params[-1].shape)}")
     for h in range(2, H + 1):
-        W = validation.tensor(f"W{h}", params[f"W{h}"], ndim=3)
+        W = validation.tensor(f"W{h}", params[h - 1], ndim=3)
         if W.shape != (E, m, m):
             raise ValueError(f"W{h} must have shape {(E, m, m)}, got {tuple(W.shape)}")
     return E, m, d, H
 
 
 def _check(params: Params, **tensors) -> tuple[int, int, int, int]:
-    """:func:`check_params`, then every further tensor (or parameter dict) on the parameters' device and dtype
-    (checked first, so a tensor on another device is named before anything else is read)."""
+    """:func:`check_params`, then every further tensor (or list of tensors shaped like ``params``) on the
+    parameters' device and dtype (checked first, so a tensor on another device is named before anything else is
+    read)."""
     shape = check_params(params)
-    ref = {"params": params["a"]}
+    ref = {"params": params[-1]}
+    names = _names(shape[3])
     for name, t in tensors.items():
-        if isinstance(t, dict):
-            if set(t) != set(params):
-                raise ValueError(f"{name} must have the keys of params {sorted(params)}, got {sorted(t)}")
-            for k, v in t.items():
+        if isinstance(t, (list, tuple)):
+            if len(t) != len(params):
+                raise ValueError(f"{name} must be a list of {len(params)} tensors shaped like params, got {len(t)}")
+            for k, v, p in zip(names, t, params):
                 if isinstance(v, Tensor):
                     validation.same_device(**ref, **{f"{name}[{k!r}]": v})
                 validation.tensor(f"{name}[{k!r}]", v)
-                if v.shape != params[k].shape:
-                    raise ValueError(f"{name}[{k!r}] must have shape {tuple(params[k].shape)}, got {tuple(v.shape)}")
+                if v.shape != p.shape:
+                    raise ValueError(f"{name}[{k!r}] must have shape {tuple(p.shape)}, got {tuple(v.shape)}")
         else:
             if isinstance(t, Tensor):
                 validation.same_device(**ref, **{name: t})
@@ -124,15 +175,32 @@ def _check(params: Params, **tensors) -> tuple[int, int, int, int]:
 def init_params(
     d: int, m: int, H: int, ensemble: int = 1, *, generator: torch.Generator | None = None, device=None, dtype=None
 ) -> Params:
-    """Gaussian initialisation θ0 (paper C / Du et al.): every entry of ``W_h`` and ``a`` is ``N(0, 1)``,
-    so ``‖a‖ ≈ √m`` (Chapter 13). Returns ``{"W1": (E, m, d), "W2".."WH": (E, m, m), "a": (E, m)}``."""
+    """Paper C's Gaussian initialisation θ0 (following Du et al.; :ref:`ch-parameter-ball`).
+
+    Every entry of every ``W_h`` and of ``a`` is ``N(0, 1)``, so ``‖a‖ ≈ √m``; drawn in the order
+    ``W_1, …, W_H, a`` from ``generator`` (a seeded CPU generator, :func:`companion.device.generator`).
+
+    Parameters
+    ----------
+    d, m, H
+        Input dimension, width and number of weight layers (``H ≥ 1``).
+    ensemble
+        Number of independent members ``E``.
+    generator, device, dtype
+        As everywhere in :mod:`companion.device`.
+
+    Returns
+    -------
+    list[Tensor]
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    """
     for name, v in (("d", d), ("m", m), ("H", H), ("ensemble", ensemble)):
         validation.positive_int(name, v)
     dev, dt = _device.resolve(device, dtype)
-    p = {"W1": randn((ensemble, m, d), generator=generator, device=dev, dtype=dt)}
-    for h in range(2, H + 1):
-        p[f"W{h}"] = randn((ensemble, m, m), generator=generator, device=dev, dtype=dt)
-    p["a"] = randn((ensemble, m), generator=generator, device=dev, dtype=dt)
+    p = [randn((ensemble, m, d), generator=generator, device=dev, dtype=dt)]
+    for _ in range(2, H + 1):
+        p.append(randn((ensemble, m, m), generator=generator, device=dev, dtype=dt))
+    p.append(randn((ensemble, m), generator=generator, device=dev, dtype=dt))
     return p
 
 
@@ -180,12 +248,13 @@ def _forward(params: Params, X: Tensor, net: Net, taps: dict | None = None, xtap
     gradient with respect to a tap is the per-sample ``∂f_i/∂z_h``; likewise ``xtaps[h]`` added to ``x_h``."""
     H = depth(params)
     act = activations.get(net.act)
-    m = params["a"].shape[-1]
+    a = params[-1]
+    m = a.shape[-1]
     s = net.scales(H)
-    x = X.expand(params["a"].shape[0], *X.shape) if X.ndim == 2 else X  # (E, n, d); internal callers may pass
+    x = X.expand(a.shape[0], *X.shape) if X.ndim == 2 else X  # (E, n, d); internal callers may pass
     xs, zs = [x], []  # per-member inputs (E, n, d)
     for h in range(1, H + 1):
-        z = x @ params[f"W{h}"].transpose(-1, -2)
+        z = x @ params[h - 1].transpose(-1, -2)
         if taps is not None:
             z = z + taps[h]
         zs.append(z)
@@ -194,17 +263,147 @@ def _forward(params: Params, X: Tensor, net: Net, taps: dict | None = None, xtap
         if xtaps is not None:
             x = x + xtaps[h]
         xs.append(x)
-    f = (x * params["a"].unsqueeze(-2)).sum(-1)
+    f = (x * a.unsqueeze(-2)).sum(-1)
     return f, xs, zs
 
 
 def forward(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
-    """Network outputs ``f(x_i) = aᵀ x_H(x_i)`` for every member, shape ``(E, n)`` (paper C; Chapter 13).
+    """Paper C's network outputs ``f(x_i) = aᵀ x_H(x_i)`` for every member (:ref:`ch-parameter-ball`).
 
-    ``params`` as from :func:`init_params`; ``X``: ``(n, d)``."""
+    Parameters
+    ----------
+    params
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``, as from :func:`init_params`.
+    X
+        Inputs ``(n, d)`` shared by the members, or ``(E, n, d)`` one set per member.
+    net
+        The architecture (:class:`Net`).
+
+    Returns
+    -------
+    Tensor
+        ``(E, n)``.
+    """
     _, _, d, _ = _check(params, X=X)
     _check_X(X, d)
     return _forward(params, X, net)[0]
+
+
+# ------------------------------------------------------------------------------------ loss and gradient
+def _check_targets(X: Tensor, y: Tensor) -> None:
+    validation.tensor("y", y, ndim=(1, 2))
+    if y.shape[-1] != X.shape[-2]:
+        raise ValueError(f"y has {y.shape[-1]} targets but X has n = {X.shape[-2]} inputs")
+    if X.ndim == 3 and y.ndim == 2 and y.shape[0] != X.shape[0]:
+        raise ValueError(f"y has {y.shape[0]} members but X has {X.shape[0]}")
+
+
+def _loss_and_gradient(params: Params, X: Tensor, y: Tensor, net: Net) -> tuple[Tensor, list[Tensor]]:
+    """Square loss and its gradient by the backward recursion of paper C's backward vectors, no checks.
+
+    With ``b_H = a`` and ``u_h = ∂f/∂z_h = (s_h/√m) σ'(z_h) ⊙ b_h``, ``b_{h−1} = W_hᵀ u_h`` (plus ``b_h`` for a
+    residual layer ``h ≥ 2``): ``∇_{W_h} L = Σ_i r_i u_{h,i} x_{h−1,i}ᵀ`` and ``∇_a L = Σ_i r_i x_{H,i}``."""
+    H = depth(params)
+    act = activations.get(net.act)
+    a = params[-1]
+    s = net.scales(H)
+    c = [s[h - 1] / math.sqrt(a.shape[-1]) for h in range(1, H + 1)]
+    f, xs, zs = _forward(params, X, net)
+    r = f - y  # (E, n)
+    back = r.unsqueeze(-1) * a.unsqueeze(-2)  # Σ-weighted backward vector r_i b_{H,i}, (E, n, m)
+    grads: list[Tensor] = [torch.bmm(r.unsqueeze(1), xs[H]).squeeze(1)]  # ∇_a L, (E, m)
+    for h in range(H, 0, -1):
+        u = back * (c[h - 1] * act.d1(zs[h - 1]))  # r_i ∂f_i/∂z_h, (E, n, m)
+        grads.append(torch.bmm(u.transpose(1, 2), xs[h - 1]))  # (E, m, m_{h-1})
+        if h > 1:
+            back = torch.bmm(u, params[h - 1]) + (back if net.arch == "res" else 0.0)
+    return 0.5 * (r * r).sum(-1), grads[:0:-1] + grads[:1]
+
+
+def loss_and_gradient(params: Params, X: Tensor, y: Tensor, net: Net = Net()) -> tuple[Tensor, list[Tensor]]:
+    """Paper C's square loss ``L(θ) = ½ Σ_i (f(x_i; θ) − y_i)²`` and its gradient, per member
+    (:ref:`ch-parameter-ball`; the loss whose Hessian :func:`loss_hessian_norm` bounds).
+
+    The gradient comes from the backward vectors ``b_h = ∂f/∂x_h`` (:func:`backward_vectors`): each output gradient
+    with respect to ``W_h`` is the rank-one ``u_{h,i} x_{h−1,i}ᵀ`` with ``u_h = (s_h/√m) σ'(z_h) ⊙ b_h``, so
+    ``∇_{W_h} L = Σ_i r_i u_{h,i} x_{h−1,i}ᵀ`` and ``∇_a L = Σ_i r_i x_{H,i}`` (one backward pass, no autograd).
+    Validates every argument on every call; inside a GD loop use :func:`make_loss_and_grad`.
+
+    Parameters
+    ----------
+    params
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X
+        Inputs ``(n, d)`` or ``(E, n, d)``.
+    y
+        Targets ``(n,)`` or ``(E, n)``.
+    net
+        The architecture (:class:`Net`).
+
+    Returns
+    -------
+    (loss, grads)
+        ``loss (E,)`` and ``grads`` shaped like ``params``.
+    """
+    return make_loss_and_grad(X, y, net)(params)
+
+
+def make_loss_and_grad(X: Tensor, y: Tensor, net: Net = Net()):
+    """Closure for :func:`companion.gd.run` on paper C's square loss (:ref:`ch-parameter-ball`).
+
+    ``closure(params)`` returns :func:`loss_and_gradient`'s values; the data are validated once here and the
+    parameters' shapes at the first call. ``closure.restrict(index)`` is the closure of the members at positions
+    ``index`` (per-member inputs and targets sliced), the contract of :mod:`companion.model`.
+
+    Parameters
+    ----------
+    X
+        Inputs ``(n, d)`` shared by the members, or ``(E, n, d)``.
+    y
+        Targets ``(n,)`` or ``(E, n)``.
+    net
+        The architecture (:class:`Net`).
+
+    Returns
+    -------
+    LossAndGrad
+        ``params -> (loss (E,), grads)`` with ``params = [W_1, …, W_H, a]`` and ``grads`` shaped like it.
+
+    Examples
+    --------
+    Eight members of a width-32 residual network, each fitting its own four targets to a tenth of its initial loss:
+
+    >>> from companion import device, gd, widenet
+    >>> g = device.generator(0)
+    >>> X = widenet.sphere_inputs(4, 3, generator=g, device="cpu")
+    >>> y = device.randn((8, 4), generator=g, device="cpu")
+    >>> params = widenet.init_params(3, 32, 2, 8, generator=g, device="cpu")
+    >>> f = widenet.make_loss_and_grad(X, y, widenet.Net("res"))
+    >>> res = gd.run(f, params, 200, 0.05, progress=False)
+    >>> bool((res.history["loss"][-1] < 0.1 * res.history["loss"][0]).all())
+    True
+    """
+    validation.same_device(X=X, y=y)
+    validation.tensor("X", X, ndim=(2, 3))
+    _check_targets(X, y)
+    checked: dict = {}
+
+    def loss_and_grad(params: Sequence[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        shapes = [tuple(p.shape) for p in params]
+        if checked.get("shapes") != shapes:
+            E, _, d, _ = _check(params, X=X)
+            _check_X(X, d, E)
+            if y.ndim == 2 and y.shape[0] != E:
+                raise ValueError(f"y has {y.shape[0]} members but params have E = {E}")
+            checked["shapes"] = shapes
+        return _loss_and_gradient(params, X, y, net)
+
+    def restrict(index: Tensor):
+        """The closure for the members at positions ``index`` (per-member inputs and targets sliced)."""
+        return make_loss_and_grad(X[index] if X.ndim == 3 else X, y[index] if y.ndim == 2 else y, net)
+
+    loss_and_grad.restrict = restrict
+    return loss_and_grad
 
 
 # ------------------------------------------------------------------------------ Jacobian and Gram matrices
@@ -237,18 +436,17 @@ def backward_sup_norm(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
     return torch.stack([b.abs().flatten(1).max(1).values for b in backward_vectors(params, X, net)], 0).max(0).values
 
 
-def layer_grams(params: Params, X: Tensor, net: Net = Net()) -> dict:
-    """Gram matrices of the output gradients, layer by layer (paper C, Chapter 13): for each ``W_h``,
+def layer_grams(params: Params, X: Tensor, net: Net = Net()) -> list[Tensor]:
+    """Gram matrices of the output gradients, one per parameter tensor (paper C, Chapter 13): for each ``W_h``,
     ``K_h[i, j] = ⟨∂f_i/∂W_h, ∂f_j/∂W_h⟩ = ⟨u_{h,i}, u_{h,j}⟩ ⟨x_{h−1,i}, x_{h−1,j}⟩`` (each gradient is the
-    rank-one matrix ``u_{h,i} x_{h−1,i}ᵀ``), and ``K_a = X_H X_Hᵀ``. Returns ``{"W1": (E, n, n), …, "a": (E, n, n)}``;
-    their sum is the tangent kernel ``J Jᵀ``. No Jacobian of size ``n × P`` is formed."""
+    rank-one matrix ``u_{h,i} x_{h−1,i}ᵀ``), and ``K_a = X_H X_Hᵀ``. Returns ``[K_1, …, K_H, K_a]``, each
+    ``(E, n, n)``, in the order of ``params``; their sum is the tangent kernel ``J Jᵀ``. No Jacobian of size
+    ``n × P`` is formed."""
     _, _, d, H = _check(params, X=X)
     _check_X(X, d)
     us, xs, _ = _preactivation_grads(params, X, net)
-    out = {}
-    for h in range(1, H + 1):
-        out[f"W{h}"] = (us[h - 1] @ us[h - 1].transpose(-1, -2)) * (xs[h - 1] @ xs[h - 1].transpose(-1, -2))
-    out["a"] = xs[H] @ xs[H].transpose(-1, -2)
+    out = [(us[h - 1] @ us[h - 1].transpose(-1, -2)) * (xs[h - 1] @ xs[h - 1].transpose(-1, -2)) for h in range(1, H + 1)]
+    out.append(xs[H] @ xs[H].transpose(-1, -2))
     return out
 
 
@@ -256,20 +454,20 @@ def last_layer_gram(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
     """Paper C's last-hidden-layer Gram, closed form (Chapter 13):
     ``G_H[i, j] = γ ⟨X_i, X_j⟩ m⁻¹ Σ_r a_r² σ'(Z_{i,r}) σ'(Z_{j,r})`` with ``X_i = x_{H−1}(x_i)``,
     ``Z_i = W_H X_i`` and ``γ = s_H²`` (``c_σ`` fully connected, ``c_res²/H²`` residual). Shape ``(E, n, n)``.
-    Equals ``layer_grams(...)["W{H}"]`` (tested)."""
+    Equals ``layer_grams(...)[H - 1]`` (tested)."""
     E, m, d, H = _check(params, X=X)
     _check_X(X, d)
     _, xs, zs = _forward(params, X, net)
     gamma = net.scales(H)[-1] ** 2
     act = activations.get(net.act)
-    g = params["a"].unsqueeze(-2) * act.d1(zs[-1])  # (E, n, m): a_r σ'(Z_{i,r})
+    g = params[-1].unsqueeze(-2) * act.d1(zs[-1])  # (E, n, m): a_r σ'(Z_{i,r})
     Xh = xs[H - 1]
     return gamma * (Xh @ Xh.transpose(-1, -2)) * (g @ g.transpose(-1, -2)) / m
 
 
 def ntk(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
     """The tangent kernel ``J Jᵀ`` (``J = ∂f/∂θ``, ``n × P``), shape ``(E, n, n)``, as the sum of :func:`layer_grams`."""
-    return sum(layer_grams(params, X, net).values())
+    return sum(layer_grams(params, X, net))
 
 
 def jacobian_norm(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
@@ -288,42 +486,14 @@ def gram_drift(G: Tensor, G0: Tensor) -> tuple[Tensor, Tensor]:
     return diff.abs().flatten(1).max(dim=1).values, torch.linalg.matrix_norm(diff, ord=2)
 
 
-# ------------------------------------------------------------------------------------- parameter vectors
-def add(params: Params, h: Params, t: float = 1.0) -> Params:
-    """``θ + t h`` (dicts of equal shapes)."""
-    _check(params, h=h)
-    return {k: params[k] + t * h[k] for k in params}
-
-
-def sq_norm(h: Params) -> Tensor:
-    """``‖h‖²`` over all blocks, per member: ``(E,)``."""
-    return sum((v**2).flatten(1).sum(1) for v in h.values())
-
-
-def dot(h: Params, g: Params) -> Tensor:
-    """``⟨h, g⟩`` per member, ``(E,)``."""
-    if set(h) != set(g):
-        raise ValueError(f"h and g must have the same keys, got {sorted(h)} and {sorted(g)}")
-    validation.same_device(**{f"h[{k!r}]": h[k] for k in h}, **{f"g[{k!r}]": g[k] for k in g})
-    return sum((h[k] * g[k]).flatten(1).sum(1) for k in h)
-
-
-def scale_to(h: Params, D) -> Params:
-    """Rescale every member of ``h`` to total norm ``D`` (a float or an ``(E,)`` tensor)."""
-    nrm = sq_norm(h).sqrt()
-    if bool((nrm == 0).any()):
-        raise ValueError("cannot rescale a zero direction")
-    c = torch.as_tensor(D, dtype=nrm.dtype, device=nrm.device) / nrm
-    return {k: v * c.view(-1, *([1] * (v.ndim - 1))) for k, v in h.items()}
-
-
+# ------------------------------------------------------------------------------------------- directions
 def random_direction(params: Params, D: float, *, generator: torch.Generator | None = None) -> Params:
     """A Gaussian direction with ``‖h‖ = D`` per member (all blocks together), so ``θ0 + h`` lies in the ball
     ``‖W_h − W_h(0)‖ ≤ D``, ``‖a − a0‖ ≤ D`` of paper C (Chapter 13)."""
     check_params(params)
     validation.nonnegative("D", D)
-    h = {k: randn(v.shape, generator=generator, dtype=v.dtype, device=v.device) for k, v in params.items()}
-    return scale_to(h, D)
+    h = [randn(v.shape, generator=generator, dtype=v.dtype, device=v.device) for v in params]
+    return paramlist.scale_to(h, D)
 
 
 def gradient_direction(params: Params, X: Tensor, D: float, coef: Tensor, net: Net = Net()) -> Params:
@@ -336,8 +506,8 @@ def gradient_direction(params: Params, X: Tensor, D: float, coef: Tensor, net: N
     validation.tensor("coef", coef, ndim=2)
     if coef.shape != (E, X.shape[-2]):
         raise ValueError(f"coef must have shape {(E, X.shape[-2])}, got {tuple(coef.shape)}")
-    g = grad(lambda p: (_forward(p, X, net)[0] * coef).sum())(params)
-    return scale_to(g, D)
+    g = grad(lambda p: (_forward(p, X, net)[0] * coef).sum())(list(params))
+    return paramlist.scale_to(g, D)
 
 
 def gram_ascent_direction(params: Params, X: Tensor, D: float, net: Net = Net()) -> Params:
@@ -349,8 +519,8 @@ def gram_ascent_direction(params: Params, X: Tensor, D: float, net: Net = Net())
     _check_X(X, d)
     validation.nonnegative("D", D)
     u = torch.linalg.eigh(last_layer_gram(params, X, net))[1][..., -1].detach()  # (E, n)
-    g = grad(lambda p: torch.einsum("ei,eij,ej->", u, last_layer_gram(p, X, net), u))(params)
-    return scale_to(g, D)
+    g = grad(lambda p: torch.einsum("ei,eij,ej->", u, last_layer_gram(p, X, net), u))(list(params))
+    return paramlist.scale_to(g, D)
 
 
 # ------------------------------------------------------------------------- Hessian-vector products and norms
@@ -358,12 +528,11 @@ def _hvp(scalar, params: Params, v: Params) -> Params:
     """``∇²(scalar)(θ) v`` by reverse-over-reverse double backward; ``scalar(params)`` is a 0-d tensor (a sum over
     members, which are independent, so each member gets its own Hessian-vector product)."""
     with torch.enable_grad():
-        keys = list(params)
-        pp = {k: params[k].detach().requires_grad_() for k in keys}
-        gs = torch.autograd.grad(scalar(pp), [pp[k] for k in keys], create_graph=True)
-        s = sum((g_ * v[k]).sum() for g_, k in zip(gs, keys))
-        hv = torch.autograd.grad(s, [pp[k] for k in keys])
-    return dict(zip(keys, hv))
+        pp = [p.detach().requires_grad_() for p in params]
+        gs = torch.autograd.grad(scalar(pp), pp, create_graph=True)
+        s = sum((g_ * v_).sum() for g_, v_ in zip(gs, v))
+        hv = torch.autograd.grad(s, pp)
+    return list(hv)
 
 
 def _one_input(x: Tensor, d: int, E: int) -> Tensor:
@@ -385,7 +554,7 @@ def output_hvp(params: Params, x: Tensor, v: Params, net: Net = Net(), *, method
     xx = _one_input(x, d, E)
     if method == "func":
         g = grad(lambda p: _forward(p, xx, net)[0].sum())
-        return jvp(g, (params,), (v,))[1]
+        return list(jvp(g, (list(params),), (list(v),))[1])
     if method != "autograd":
         raise ValueError(f"method must be 'autograd' or 'func', got {method!r}")
     return _hvp(lambda p: _forward(p, xx, net)[0].sum(), params, v)
@@ -412,10 +581,10 @@ def weighted_output_hvp(params: Params, X: Tensor, c: Tensor, v: Params, net: Ne
 
 def _operator_norm(params: Params, hvp, iters: int, generator, history: bool = False, vector: bool = False):
     """Lanczos (:func:`companion.curvature.lanczos`, three-vector recurrence) on the symmetric operator ``hvp``
-    acting on parameter dicts; returns the :class:`~companion.curvature.LanczosResult`."""
+    acting on parameter lists; returns the :class:`~companion.curvature.LanczosResult`."""
     validation.positive_int("iters", iters)
-    shapes = {k: tuple(v.shape[1:]) for k, v in params.items()}
-    v0 = curvature.flatten({k: randn(v.shape, generator=generator, dtype=v.dtype, device=v.device) for k, v in params.items()})
+    shapes = [tuple(v.shape[1:]) for v in params]
+    v0 = curvature.flatten([randn(v.shape, generator=generator, dtype=v.dtype, device=v.device) for v in params])
     E, P = v0.shape
 
     def mv(q: Tensor) -> Tensor:
@@ -448,7 +617,7 @@ def output_hessian_norm(
 ):
     """Spectral norm ``‖∇²f(x; θ)‖`` per member, ``(E,)``, by Lanczos on output HVPs (paper C: ``≤ T M (1+D)/√m``
     or ``C M (1+D)/√m``; Chapter 13). ``x``: ``(d,)``. Returns the norm, then (if asked) the running estimate
-    ``(E, iters)`` (to show convergence) and the unit top eigenvector (a parameter dict). The iteration is
+    ``(E, iters)`` (to show convergence) and the unit top eigenvector (a parameter list). The iteration is
     :func:`companion.curvature.lanczos` without reorthogonalisation (three vectors of length ``P`` per member)."""
     E, _, d, _ = _check(params, x=x)
     xx = _one_input(x, d, E)
@@ -458,7 +627,7 @@ def output_hessian_norm(
     hist = torch.maximum(res.low.abs(), res.high.abs())
     out = (hist[:, -1],) + ((hist,) if return_history else ())
     if return_vector:
-        out += (curvature.unflatten(res.vector, {k: tuple(v.shape[1:]) for k, v in params.items()}),)
+        out += (curvature.unflatten(res.vector, [tuple(v.shape[1:]) for v in params]),)
     return out if len(out) > 1 else out[0]
 
 
@@ -470,7 +639,7 @@ def output_hessian_norms(
     E, _, d, _ = _check(params, X=X)
     _check_X(X, d, E)
     n = X.shape[-2]
-    rep = {k: v.repeat_interleave(n, 0) for k, v in params.items()}  # member e, input i -> row e n + i
+    rep = [v.repeat_interleave(n, 0) for v in params]  # member e, input i -> row e n + i
     Xr = X.expand(E, *X.shape[-2:]).reshape(E * n, 1, -1)  # (E n, 1, d)
     res = _operator_norm(rep, lambda v: _hvp(lambda p: _forward(p, Xr, net)[0].sum(), rep, v), iters, generator)
     return res.norm.reshape(E, n)
@@ -511,9 +680,9 @@ def jvp_outputs(params: Params, X: Tensor, h: Params, net: Net = Net()) -> Tenso
     _, _, d, H = _check(params, X=X, h=h)
     _check_X(X, d)
     us, xs, _ = _preactivation_grads(params, X, net)
-    out = (xs[H] * h["a"].unsqueeze(-2)).sum(-1)
+    out = (xs[H] * h[-1].unsqueeze(-2)).sum(-1)
     for k in range(1, H + 1):
-        out = out + ((xs[k - 1] @ h[f"W{k}"].transpose(-1, -2)) * us[k - 1]).sum(-1)
+        out = out + ((xs[k - 1] @ h[k - 1].transpose(-1, -2)) * us[k - 1]).sum(-1)
     return out
 
 
@@ -523,7 +692,7 @@ def taylor_remainder(params: Params, X: Tensor, h: Params, net: Net = Net()) -> 
     _, _, d, _ = _check(params, X=X, h=h)
     _check_X(X, d)
     f0 = _forward(params, X, net)[0]
-    f1 = _forward(add(params, h), X, net)[0]
+    f1 = _forward(paramlist.add(params, h), X, net)[0]
     return (f1 - f0 - jvp_outputs(params, X, h, net)).abs()
 
 
@@ -536,7 +705,7 @@ def feature_drift(params: Params, X: Tensor, h: Params, net: Net = Net()) -> dic
     _, _, d, _ = _check(params, X=X, h=h)
     _check_X(X, d)
     _, xs0, zs0 = _forward(params, X, net)
-    _, xs1, zs1 = _forward(add(params, h), X, net)
+    _, xs1, zs1 = _forward(paramlist.add(params, h), X, net)
     ex = torch.stack([(a - b).norm(dim=-1).max(-1).values for a, b in zip(xs1[1:], xs0[1:])], -1)
     ez = torch.stack([(a - b).norm(dim=-1).max(-1).values for a, b in zip(zs1, zs0)], -1)
     return {"x": ex, "z": ez}
@@ -553,7 +722,7 @@ def backward_drift(params: Params, X: Tensor, h: Params, net: Net = Net()) -> di
     _, _, d, _ = _check(params, X=X, h=h)
     _check_X(X, d)
     b0 = backward_vectors(params, X, net)
-    b1 = backward_vectors(add(params, h), X, net)
+    b1 = backward_vectors(paramlist.add(params, h), X, net)
     return {
         "drift": torch.stack([(a - b).norm(dim=-1).max(-1).values for a, b in zip(b1, b0)], -1),
         "mean_drift": torch.stack([(a - b).norm(dim=-1).mean(-1) for a, b in zip(b1, b0)], -1),
@@ -610,7 +779,7 @@ def ball_measurements(
         "rand": random_direction(params, D, generator=generator),
     }
     for name, h in dirs.items():
-        ent, op = gram_drift(last_layer_gram(add(params, h), X, net), G0)
+        ent, op = gram_drift(last_layer_gram(paramlist.add(params, h), X, net), G0)
         out[f"gram_{name}_entry"], out[f"gram_{name}_op"] = ent, op
     if hessian:
         res = output_hessian_norm(
@@ -619,13 +788,15 @@ def ball_measurements(
         hn, hist = res[0], res[1]
         out["hess"], out["hess_conv"] = hn, hist[:, -1] / hist[:, max((3 * iters) // 4 - 1, 0)]
         if ball_hessian:
-            out["hess_ball"] = output_hessian_norm(add(params, h_adv), X[..., 0, :], net, iters=iters, generator=generator)
+            out["hess_ball"] = output_hessian_norm(
+                paramlist.add(params, h_adv), X[..., 0, :], net, iters=iters, generator=generator
+            )
         if taylor:
-            hv = scale_to(res[2], D)
+            hv = paramlist.scale_to(res[2], D)
             x1 = X[..., :1, :]
             out["taylor"] = torch.maximum(
                 taylor_remainder(params, x1, hv, net)[:, 0],
-                taylor_remainder(params, x1, {k: -t for k, t in hv.items()}, net)[:, 0],
+                taylor_remainder(params, x1, [-t for t in hv], net)[:, 0],
             )
             out["taylor_rand"] = taylor_remainder(params, x1, dirs["rand"], net)[:, 0]
     fd = feature_drift(params, X, dirs["gd"], net)
@@ -633,7 +804,8 @@ def ball_measurements(
     bd = backward_drift(params, X, dirs["gd"], net)
     out["back_drift"] = bd["mean_drift"][:, :-1].max(1).values if H > 1 else bd["mean_drift"][:, 0]
     out["back_sup"], out["back_l2"] = bd["sup"].max(1).values, bd["l2"].max(1).values
-    out["resid"] = (_forward(add(params, dirs["gd"]), X, net)[0] - _forward(params, X, net)[0]).norm(dim=1) / math.sqrt(n)
+    moved = _forward(paramlist.add(params, dirs["gd"]), X, net)[0]
+    out["resid"] = (moved - _forward(params, X, net)[0]).norm(dim=1) / math.sqrt(n)
     out["M"] = backward_sup_norm(params, X, net)
     out["J"] = jacobian_norm(params, X, net) / math.sqrt(n)
     out["G0"] = G0.abs().flatten(1).max(1).values
@@ -659,7 +831,7 @@ def loss_hessian_measurements(
     validation.nonnegative("D", D)
     r0 = (forward(params, X, net) - y).detach()
     h = gradient_direction(params, X, D, -r0.expand(E, n).contiguous(), net)
-    theta = add(params, h)
+    theta = paramlist.add(params, h)
     r = (forward(theta, X, net) - y).detach().expand(E, n)
     out = {
         "hess_loss": loss_hessian_norm(theta, X, y, net, iters=iters, generator=generator),
@@ -668,8 +840,8 @@ def loss_hessian_measurements(
         "max_hf": output_hessian_norms(theta, X, net, iters=iters, generator=generator).max(1).values,
         "r": r.norm(dim=1),
         "r0": r0.expand(E, n).norm(dim=1),
-        "r_up": (forward(add(params, h, -1.0), X, net) - y).detach().norm(dim=-1).expand(E),
-        "Jmax": torch.stack([jacobian_norm(add(params, h, -t), X, net) for t in (0.0, 0.5, 1.0)], 0).max(0).values,
+        "r_up": (forward(paramlist.add(params, h, -1.0), X, net) - y).detach().norm(dim=-1).expand(E),
+        "Jmax": torch.stack([jacobian_norm(paramlist.add(params, h, -t), X, net) for t in (0.0, 0.5, 1.0)], 0).max(0).values,
         "M": backward_sup_norm(theta, X, net),
     }
     out["bound"] = out["J2"] + math.sqrt(n) * out["r"] * out["max_hf"]
@@ -714,16 +886,16 @@ def radius_measurements(
     keys = ("gram_adv_entry", "feat_z", "back_drift", "taylor")
     out = {k: [] for k in keys}
     for D in radii:
-        out["gram_adv_entry"].append(gram_drift(last_layer_gram(add(params, u_adv, D), X, net), G0)[0])
-        h = {k: D * t for k, t in u_gd.items()}
+        out["gram_adv_entry"].append(gram_drift(last_layer_gram(paramlist.add(params, u_adv, D), X, net), G0)[0])
+        h = [D * t for t in u_gd]
         out["feat_z"].append(feature_drift(params, X, h, net)["z"].max(1).values)
         md = backward_drift(params, X, h, net)["mean_drift"]
         out["back_drift"].append(md[:, :-1].max(1).values if H > 1 else md[:, 0])
-        hv = {k: D * t for k, t in v.items()}
+        hv = [D * t for t in v]
         out["taylor"].append(
             torch.maximum(
                 taylor_remainder(params, x1, hv, net)[:, 0],
-                taylor_remainder(params, x1, {k: -t for k, t in hv.items()}, net)[:, 0],
+                taylor_remainder(params, x1, [-t for t in hv], net)[:, 0],
             )
         )
     res = {k: torch.stack(t, 0).detach() for k, t in out.items()}
@@ -791,23 +963,22 @@ def dense_reference_errors(
     identity behind the loss-Hessian bound). ``X``: ``(n, d)``; ``y``: ``(n,)``; small ``P`` only."""
     E, m, d, H = _check(params, X=X, y=y)
     _check_X(X, d)
-    keys = list(params)
     out = {"ntk": 0.0, "gram": 0.0, "hessian": 0.0, "loss_hessian": 0.0, "loss_identity": 0.0}
     norm_f = output_hessian_norm(params, X[0], net, iters=iters, generator=generator)
     norm_L = loss_hessian_norm(params, X, y, net, iters=iters, generator=generator)
     K, G = ntk(params, X, net), last_layer_gram(params, X, net)
     for e in range(E):
-        pe = {k: v[e : e + 1] for k, v in params.items()}
-        shapes = {k: tuple(v.shape[1:]) for k, v in pe.items()}
+        pe = [v[e : e + 1] for v in params]
+        shapes = [tuple(v.shape[1:]) for v in pe]
         flat0 = curvature.flatten(pe)[0]
 
         def f_all(v):
             return _forward(curvature.unflatten(v[None], shapes), X, net)[0][0]  # (n,)
 
         J = torch.func.jacrev(f_all)(flat0)  # (n, P)
-        sizes = [math.prod(s) for s in shapes.values()]
-        start = sum(sizes[: keys.index(f"W{H}")])
-        JH = J[:, start : start + sizes[keys.index(f"W{H}")]]
+        sizes = [math.prod(s) for s in shapes]
+        start = sum(sizes[: H - 1])
+        JH = J[:, start : start + sizes[H - 1]]
         out["ntk"] = max(out["ntk"], (J @ J.T - K[e]).abs().max().item())
         out["gram"] = max(out["gram"], (JH @ JH.T - G[e]).abs().max().item())
         Hf = torch.func.hessian(lambda v: f_all(v)[0])(flat0)
@@ -822,25 +993,7 @@ def dense_reference_errors(
     return out
 
 
-# ------------------------------------------------------------------------------------------ sweep helpers
-def stack(results: list, key: str, div: str | None = None) -> np.ndarray:
-    """``(R, E)`` array of ``results[r][key]`` (optionally divided by ``results[r][div]``) from a list of
-    :func:`sweep_point` dicts: one row per point of the sweep, one column per member (Chapter 13)."""
-    return np.stack([np.asarray(r[key]) / (np.asarray(r[div]) if div else 1.0) for r in results])
-
-
-def series(results: list, x, key: str, div: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The points of a sweep that measured ``key``: ``(x_kept (R',), Y (R', E))`` with ``Y`` as in :func:`stack`
-    (Chapter 13: the Lanczos-based quantities stop at a smaller width than the closed-form ones)."""
-    x = np.asarray(x)
-    if len(results) != x.size:
-        raise ValueError(f"need one abscissa per result, got {x.size} for {len(results)}")
-    keep = [i for i, r in enumerate(results) if key in r]
-    if not keep:
-        raise ValueError(f"no point of the sweep measured {key!r}")
-    return x[keep], stack([results[i] for i in keep], key, div)
-
-
+# ------------------------------------------------------------------------------------------ sweep fits
 def radius_exponent(x, Y, confidence: float = 0.999, order: int = 2):
     """The exponent ``e`` of ``Y(D) = c D^e (1 + κ₁ D + κ₂ D² + …)`` at small ``D`` (Chapter 13's radius rows).
 

@@ -1,4 +1,4 @@
-"""Unit tests of companion.concentration (paper B, Theorem 10 and Lemma 11; Chapter 12)."""
+"""Unit tests of companion.concentration (paper B, Theorem 10 and Lemma 11; ch-uniform-concentration)."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""The statements Chapters 3 and 4 rest on, checked at unit scale: the zero-embedding that batches the d_max sweep
+"""The statements ch-descent and ch-rate rest on, checked at unit scale: the zero-embedding that batches the d_max sweep
 is exact for tanh, a per-member kappa turns the tracker's step into each member's own eta_t, the rate instance
 has no critical point, Theorem 4.8's constants (companion.rate) satisfy their definition, and the inequalities of
 Theorem 4.8's proof hold on a short run with kappa * eta_t."""
@@ -62,7 +62,7 @@ def test_per_member_kappa_gives_each_member_its_own_eta(gen, L):
 
 @pytest.mark.parametrize("L", [2, 3, 4])
 def test_rate_instance_has_no_critical_point(gen, L):
-    """Chapter 4's instance (sigmoid, every target 1.5): every entry of dL/dw_L is strictly negative."""
+    """ch-rate's instance (sigmoid, every target 1.5): every entry of dL/dw_L is strictly negative."""
     X = deepnet.ball_data(8, 2, generator=gen, dtype=torch.float64, device="cpu")
     y = torch.full((8,), 1.5, dtype=torch.float64)
     for scale in (0.1, 1.0, 10.0):

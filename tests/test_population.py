@@ -1,4 +1,4 @@
-"""Unit tests of companion.population (paper B's closed forms, Chapter 5)."""
+"""Unit tests of companion.population (paper B's closed forms, ch-closed-forms)."""
 
 import math
 
@@ -230,7 +230,7 @@ def test_polish_reaches_the_rounding_floor_near_the_manifolds(gen):
     a[0] = 1.0
     W, v = P.paper_point(torch.tensor([1.0, -3.0]), 1.0, 1.5, a)
     W0, v0 = W + 1e-3 * _rand(gen, *W.shape), v + 1e-3 * _rand(gen, *v.shape)
-    Ws, vs, _ = P.find_stationary(W0, v0, a, iters=100)  # LM first, as in Chapter 6
+    Ws, vs, _ = P.find_stationary(W0, v0, a, iters=100)  # LM first, as in ch-landscape
     Ws, vs, ratio, steps = P.polish_stationary(Ws, vs, a, iters=60)
     assert (ratio <= 64).all(), ratio
     labels, _ = P.classify_stationary(Ws, vs, a, ratio, tol=1e-4, converged=ratio <= 64)

@@ -1,4 +1,4 @@
-"""Tests of paper B's empirical network (companion.relunet; Chapters 8-11)."""
+"""Tests of paper B's empirical network (companion.relunet; ch-three-phases to ch-beyond-two)."""
 
 import math
 

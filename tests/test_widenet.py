@@ -1,4 +1,4 @@
-"""Unit tests of companion.widenet (paper C's width-m networks, Chapter 13)."""
+"""Unit tests of companion.widenet (paper C's width-m networks, ch-parameter-ball)."""
 
 import math
 

@@ -10,13 +10,16 @@ The MyST-Markdown ``book/**/*.md`` jupytext files are the source of truth for th
 * writes each paired ``.ipynb`` (no outputs).
 
 ``check`` exits non-zero when a pair has drifted, a statement block differs from the inventory, or a URL
-disagrees.
+disagrees. ``format`` runs ruff's formatter on every code cell of the chapters (the settings of ``book/ruff.toml``:
+lines of at most 100 characters) and writes the cells back into the ``.md``; the test suite runs ruff's checks and
+formatter on the paired notebooks, so a chapter's code is linted like the package's.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -122,13 +125,46 @@ def problems() -> list[str]:
     return out
 
 
+def format_cells(only: list[str] | None = None) -> list[Path]:
+    """ruff-format every code cell of the chapters (``book/ruff.toml``) in their ``.md``; returns the files changed."""
+    changed = []
+    for md in chapters():
+        if only and not any(md.stem in o or str(md).endswith(o) for o in only):
+            continue
+        nb = jupytext.read(md)
+        dirty = False
+        for cell in nb.cells:
+            if cell.cell_type != "code" or not cell.source.strip():
+                continue
+            proc = subprocess.run(
+                [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(md.with_suffix(".py")), "-"],
+                input=cell.source,
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+            )
+            if proc.returncode != 0:
+                raise RuntimeError(f"{md.name}: ruff could not format a cell:\n{proc.stderr}\n{cell.source}")
+            new = proc.stdout.rstrip("\n")
+            if new != cell.source:
+                cell.source, dirty = new, True
+        if dirty:
+            md.write_text(jupytext.writes(nb, fmt="md:myst"))
+            changed.append(md)
+    return changed
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else "check"
     if cmd == "sync":
+        sync(sys.argv[2:])
+    elif cmd == "format":
+        for md in format_cells(sys.argv[2:]):
+            print("formatted", md.relative_to(ROOT))
         sync(sys.argv[2:])
     elif cmd == "check":
         found = problems()
         print("\n".join(found) or "all chapters in sync")
         sys.exit(1 if found else 0)
     else:
-        sys.exit("usage: python tools/chapters.py sync [chapter ...] | check")
+        sys.exit("usage: python tools/chapters.py sync|format [chapter ...] | check")

@@ -1,4 +1,4 @@
-"""Activation functions with their Assumption 3.1 constants (paper A, Chapter 1).
+"""Activation functions with their Assumption 3.1 constants (paper A, :ref:`ch-setup`).
 
 Assumption 3.1 of paper A asks for constants ``c0, c1, c2, c3`` with
 
@@ -7,7 +7,7 @@ Assumption 3.1 of paper A asks for constants ``c0, c1, c2, c3`` with
 * ``|σ'(w1) − σ'(w2)| ≤ c3 |w1 − w2|`` (σ' is c3-Lipschitz, so ``|σ''| ≤ c3``),
 
 and Assumption 3.3 asks all of them to be ``≤ 1``. The registry stores the tightest values
-(``c2 = sup|σ'|``, ``c3 = sup|σ''|``); Chapter 1 measures them on a grid and compares.
+(``c2 = sup|σ'|``, ``c3 = sup|σ''|``); :ref:`ch-setup` measures them on a grid and compares.
 ReLU is registered for paper B but flagged non-smooth: its ``c3`` does not exist and asking raises.
 """
 
@@ -76,7 +76,7 @@ def _softplus(x: Tensor) -> Tensor:
     # which makes its autograd derivative exactly 1 there instead of sigmoid(x) = 1 - O(e^-20).
     # Written as x⁺ + log1p(e^{-x⁺}) for x > 0 and log1p(e^{x⁻}) otherwise, with each branch fed only its own
     # half-line (the "double where"), so every autograd derivative is finite: torch.logaddexp's double backward
-    # returns NaN for x ≲ -750 (Hessian-vector products of Chapter 2 hit this at large weights).
+    # returns NaN for x ≲ -750 (Hessian-vector products of ch-smoothness hit this at large weights).
     pos = x > 0
     xp = torch.where(pos, x, torch.zeros_like(x))
     xn = torch.where(pos, torch.zeros_like(x), x)
@@ -122,7 +122,7 @@ def get(name: str | Activation) -> Activation:
 
 
 def measure_constants(act: str | Activation, lo: float = -50.0, hi: float = 50.0, num: int = 2_000_001) -> dict[str, float]:
-    """Measure Assumption 3.1's constants of ``act`` on a uniform grid of ``[lo, hi]`` (Chapter 1).
+    """Measure Assumption 3.1's constants of ``act`` on a uniform grid of ``[lo, hi]`` (:ref:`ch-setup`).
 
     Returns ``c2 = max|σ'|`` and ``c3 = max|σ''|`` (by finite differences of σ and σ', *not* the stored
     derivatives, so the check is independent), and for linear growth the smallest ``c1`` given the

@@ -1,4 +1,4 @@
-"""Curvature of a loss of a flat parameter vector: Hessian-vector products and extreme eigenvalues (Chapter 2).
+"""Curvature of a loss of a flat parameter vector: Hessian-vector products and extreme eigenvalues (:ref:`ch-smoothness`).
 
 Generic over the model: a *loss function* here maps a batch of flat parameter vectors ``theta`` of shape
 ``(E, P)`` to one loss per member, shape ``(E,)``, with members independent (member ``e``'s loss depends on
@@ -10,11 +10,11 @@ Generic over the model: a *loss function* here maps a batch of flat parameter ve
 * :func:`lanczos` / :func:`extreme_eigenvalues` / :func:`top_eigenvalue` / :func:`spectral_norm` — the package's
   one Lanczos iteration, vectorised over the ensemble (torch, CPU or GPU): full reorthogonalisation by default, or
   the three-vector recurrence for operators too large to store a Krylov basis of (paper C's output Hessians,
-  Chapter 13), with the running extreme Ritz values and the top Ritz vector on request (:class:`LanczosResult`);
+  :ref:`ch-parameter-ball`), with the running extreme Ritz values and the top Ritz vector on request (:class:`LanczosResult`);
 * :func:`eigsh` — the same quantities through ``scipy.sparse.linalg.eigsh`` on a ``LinearOperator``, one
   member at a time (an independent reference);
 * :func:`flatten` / :func:`unflatten` / :func:`deepnet_loss_fn` — adapters for parameter lists (paper A's
-  :mod:`companion.deepnet`, paper C's :mod:`companion.widenet`, Chapter 13) and for dicts of tensors.
+  :mod:`companion.deepnet`, paper C's :mod:`companion.widenet`, :ref:`ch-parameter-ball`) and for dicts of tensors.
 
 Validated in float64 against the dense Hessian to ``rtol = 1e-8`` (``tests/test_curvature.py``).
 """
@@ -53,7 +53,7 @@ def flatten(params: Sequence[Tensor] | dict) -> Tensor:
     """Concatenate parameter tensors ``(E, …)`` into flat vectors ``(E, P)`` (row-major, layer by layer).
 
     ``params``: a list/tuple of tensors (the parameter lists of :mod:`companion.model`, e.g. paper C's
-    :mod:`companion.widenet`, Chapter 13), or a dict of them (flattened in its key order)."""
+    :mod:`companion.widenet`, :ref:`ch-parameter-ball`), or a dict of them (flattened in its key order)."""
     if isinstance(params, dict):
         params = list(params.values())
     if not isinstance(params, (list, tuple)) or not params:
@@ -85,7 +85,7 @@ def unflatten(theta: Tensor, shapes: Sequence[Sequence[int]] | dict) -> list[Ten
 
 def deepnet_loss_fn(params_like: Sequence[Tensor], X: Tensor, y: Tensor, act) -> LossFn:
     """Paper A's loss ``𝓛`` as a function of flat parameters ``(E, P) -> (E,)`` for networks shaped like
-    ``params_like`` (a parameter list, :mod:`companion.deepnet`). Paper A, Lemma 4.5 (Chapter 2)."""
+    ``params_like`` (a parameter list, :mod:`companion.deepnet`). Paper A, Lemma 4.5 (:ref:`ch-smoothness`)."""
     params_like = deepnet.check_params(params_like)
     shapes = [tuple(p.shape[1:]) for p in params_like]
     return lambda theta: deepnet.loss(unflatten(theta, shapes), X, y, act)
@@ -96,7 +96,7 @@ def hvp(loss_fn: LossFn, theta: Tensor, v: Tensor) -> Tensor:
     """Hessian-vector products ``∇²loss_e(θ_e) v_e`` for every member, forward-over-reverse
     (``torch.func.jvp`` of ``torch.func.grad``). ``theta``, ``v``: ``(E, P)``; returns ``(E, P)``.
 
-    Used for the local smoothness of paper A's loss, Lemma 4.5 (Chapter 2).
+    Used for the local smoothness of paper A's loss, Lemma 4.5 (:ref:`ch-smoothness`).
     """
     validation.same_device(theta=theta, v=v)
     _check_theta(theta)
@@ -111,7 +111,7 @@ def hvp(loss_fn: LossFn, theta: Tensor, v: Tensor) -> Tensor:
 def hessian(loss_fn: LossFn, theta: Tensor) -> Tensor:
     """Dense Hessians ``(E, P, P)`` by ``P`` Hessian-vector products against the unit vectors (small ``P`` only).
 
-    The reference that :func:`lanczos` is validated against (Chapter 2).
+    The reference that :func:`lanczos` is validated against (:ref:`ch-smoothness`).
     """
     _check_theta(theta)
     E, P = theta.shape
@@ -175,12 +175,12 @@ def lanczos(
       eigenvalues.
     * ``reorthogonalize=False``: the plain three-term recurrence, holding three vectors per member whatever
       ``k`` (for operators too large to store a basis of, such as paper C's output Hessians at width 4096,
-      Chapter 13). Lost orthogonality only duplicates converged Ritz values; the extremes are not moved.
+      :ref:`ch-parameter-ball`). Lost orthogonality only duplicates converged Ritz values; the extremes are not moved.
 
     Returns the Ritz values, ascending, ``(E, k)``; with ``history`` or ``vector`` a :class:`LanczosResult`
     (the running extremes, and the unit Ritz vector of the largest-modulus Ritz value — without
     reorthogonalisation it is rebuilt by a second, identical pass of the recurrence, so memory stays at three
-    vectors). Paper A, Lemma 4.5 (Chapter 2) and paper C's output Hessian (Chapter 13).
+    vectors). Paper A, Lemma 4.5 (:ref:`ch-smoothness`) and paper C's output Hessian (:ref:`ch-parameter-ball`).
     """
     validation.positive_int("E", E)
     validation.positive_int("P", P)
@@ -289,7 +289,7 @@ def _lanczos_rebuild(matvec, q: Tensor, alphas: Tensor, betas: Tensor, coef: Ten
 def extreme_eigenvalues(loss_fn: LossFn, theta: Tensor, steps: int = 60, *, seed: int = 0) -> tuple[Tensor, Tensor]:
     """Smallest and largest Hessian eigenvalue of every member by batched Lanczos, each ``(E,)``.
 
-    Paper A, the local smoothness of Lemma 4.5 (Chapter 2).
+    Paper A, the local smoothness of Lemma 4.5 (:ref:`ch-smoothness`).
     """
     _check_theta(theta)
     E, P = theta.shape
@@ -299,13 +299,13 @@ def extreme_eigenvalues(loss_fn: LossFn, theta: Tensor, steps: int = 60, *, seed
 
 
 def top_eigenvalue(loss_fn: LossFn, theta: Tensor, steps: int = 60, *, seed: int = 0) -> Tensor:
-    """Largest (algebraic) Hessian eigenvalue ``λ_max(∇²loss_e)`` per member, ``(E,)``, by Lanczos. Chapter 2."""
+    """Largest (algebraic) Hessian eigenvalue ``λ_max(∇²loss_e)`` per member, ``(E,)``, by Lanczos. :ref:`ch-smoothness`."""
     return extreme_eigenvalues(loss_fn, theta, steps, seed=seed)[1]
 
 
 def spectral_norm(loss_fn: LossFn, theta: Tensor, steps: int = 60, *, seed: int = 0) -> Tensor:
     """``‖∇²loss_e‖_op = max(|λ_min|, |λ_max|)`` per member, ``(E,)``: the local smoothness constant that
-    Lemma 4.5 bounds (paper A, Chapter 2)."""
+    Lemma 4.5 bounds (paper A, :ref:`ch-smoothness`)."""
     lo, hi = extreme_eigenvalues(loss_fn, theta, steps, seed=seed)
     return torch.maximum(lo.abs(), hi.abs())
 
@@ -314,7 +314,7 @@ def eigsh(loss_fn: LossFn, theta: Tensor, which: str = "LA", k: int = 1, tol: fl
     """Reference: ``scipy.sparse.linalg.eigsh`` on a ``LinearOperator`` wrapping :func:`hvp`, member by member.
 
     ``which`` as in scipy (``'LA'`` largest algebraic, ``'SA'`` smallest, ``'LM'`` largest magnitude).
-    Returns ``(E, k)`` eigenvalues in scipy's order (ascending). Chapter 2 (validation of :func:`lanczos`).
+    Returns ``(E, k)`` eigenvalues in scipy's order (ascending). :ref:`ch-smoothness` (validation of :func:`lanczos`).
     """
     from scipy.sparse.linalg import LinearOperator
     from scipy.sparse.linalg import eigsh as _eigsh

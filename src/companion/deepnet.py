@@ -1,4 +1,4 @@
-"""Paper A's deep network with an ensemble axis (Chapter 1; used in Chapters 2-4).
+"""Paper A's deep network with an ensemble axis (:ref:`ch-setup`; used in :ref:`ch-smoothness` to :ref:`ch-rate`).
 
 ``f(x; w_1..w_L) = σ(w_L σ(w_{L-1} … σ(w_1 x)))`` with no biases and σ applied at the output too;
 ``w_ℓ ∈ R^{d_ℓ × d_{ℓ-1}}``, ``d_L = 1``. The parameters are a list ``params`` of ``L`` tensors of shape
@@ -217,7 +217,7 @@ def backward_deltas(params: Sequence[Tensor], zs: Sequence[Tensor], act) -> list
     """Lemma 4.2's backward recursion, written out (no autograd).
 
     ``δ_L = σ'(z_L)``, ``δ_ℓ = σ'(z_ℓ) ⊙ (w_{ℓ+1}ᵀ δ_{ℓ+1})``; returns ``[δ_1, …, δ_L]``, each ``(E, n, d_ℓ)``,
-    so that ``∇_{w_ℓ} F(x_i) = δ_{ℓ,i} h_{ℓ-1,i}ᵀ``. Paper A, Lemma 4.2 (Chapter 1).
+    so that ``∇_{w_ℓ} F(x_i) = δ_{ℓ,i} h_{ℓ-1,i}ᵀ``. Paper A, Lemma 4.2 (:ref:`ch-setup`).
     """
     sigma = activations.get(act)
     if len(zs) != len(params):
@@ -353,7 +353,7 @@ def make_loss_and_grad(X: Tensor, y: Tensor, act, *, params_like: Sequence[Tenso
 
 
 def loss_and_gradient_autograd(params: Sequence[Tensor], X: Tensor, y: Tensor, act) -> tuple[Tensor, list[Tensor]]:
-    """The same as :func:`loss_and_gradient` by reverse-mode autograd (the reference in Chapter 1's check).
+    """The same as :func:`loss_and_gradient` by reverse-mode autograd (the reference in :ref:`ch-setup`'s check).
 
     Members are independent, so the gradient of ``Σ_e 𝓛_e`` is each member's own gradient.
     """
@@ -372,7 +372,7 @@ def embed(params: Sequence[Tensor], width: int) -> tuple[list[Tensor], list[Tens
     and 0 on the padding. Exact for an activation with ``σ(0) = 0`` (linear, tanh): a new unit has pre-activation
     0, outputs ``σ(0) = 0`` and receives zero gradient in and out, so outputs, loss and gradients on the original
     weights are unchanged and GD keeps the padding at zero. Lets one ensemble hold networks of several widths
-    (Chapter 3's sweep over ``d_max``). Raises ``ValueError`` if ``width`` is smaller than a hidden width.
+    (:ref:`ch-descent`'s sweep over ``d_max``). Raises ``ValueError`` if ``width`` is smaller than a hidden width.
     """
     params = check_params(params)
     validation.positive_int("width", width)
@@ -396,7 +396,7 @@ def gradient_relative_error(params: Sequence[Tensor], X: Tensor, y: Tensor, act)
     """``‖g_explicit − g_autograd‖ / ‖g_autograd‖`` per member, all layers together, shape ``(E,)``: Lemma 4.2's
     recursion (:func:`loss_and_gradient`) against reverse-mode autograd (:func:`loss_and_gradient_autograd`).
 
-    Paper A, Lemma 4.2 (Chapter 1).
+    Paper A, Lemma 4.2 (:ref:`ch-setup`).
     """
     _, g_exp = loss_and_gradient(params, X, y, act)
     _, g_ref = loss_and_gradient_autograd(params, X, y, act)

@@ -23,7 +23,7 @@ device.
 4. ``COMPANION_SEED=k`` offsets every seed passed to :func:`generator` by ``k``: one switch reruns every
    chapter on an independent random stream (the seed-robustness runs of the test suite and ``make seeds``).
 
-Chapter 1 explains the policy; every chapter prints :func:`describe`.
+:ref:`ch-setup` explains the policy; every chapter prints :func:`describe`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fused formulations of the engine's hot paths for compilers (``torch.compile`` / inductor; Chapter 1).
+"""Fused formulations of the engine's hot paths for compilers (``torch.compile`` / inductor; :ref:`ch-setup`).
 
 :func:`companion.relunet.loss_and_gradient_wv` is written for the eager CPU engine: in-place ReLU, ``sign_`` and
 ``baddbmm`` so that every pass over the ``(E, k, n)`` activations reuses one buffer. Those in-place tricks
@@ -94,7 +94,8 @@ def loss_and_gradient(
 
 
 def paper_b_loss_and_grad(W: Tensor, v: Tensor, X: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Paper B's empirical loss and gradients, eq. (1) (Chapters 8-11), shared data and one output, out of place.
+    """Paper B's empirical loss and gradients, eq. (1) (:ref:`ch-three-phases` to :ref:`ch-beyond-two`), shared data
+    and one output, out of place.
 
     ``W (E, k, d)``, ``v (E, k)``, ``X (n, d)``, ``y (n,)`` → ``(loss (E,), grad_W (E, k, d), grad_v (E, k))``,
     the same quantities as :func:`companion.relunet.loss_and_gradient_wv` (to rounding). With ``Z = W Xᵀ``
@@ -128,7 +129,8 @@ def compiled(mode: str | None = "default", *, dynamic: bool = False) -> Callable
 
 def make_loss_and_grad(X: Tensor, y: Tensor, *, mode: str | None = "default") -> model.LossAndGrad:
     """Closure for :func:`companion.gd.run` on paper B's empirical loss, eq. (1), with trainable
-    ``[W (E, k, d), v (E, k)]`` (Theorem 2's GD, :ref:`ch-three-phases`; Chapters 8-11), through :func:`compiled`.
+    ``[W (E, k, d), v (E, k)]`` (Theorem 2's GD, :ref:`ch-three-phases`; :ref:`ch-three-phases` to
+    :ref:`ch-beyond-two`), through :func:`compiled`.
 
     The data are validated once; the parameters' shapes at the first call (the first call also compiles). Same
     contract as :func:`companion.relunet.make_loss_and_grad`: the data are shared by every member, so

@@ -1,4 +1,4 @@
-"""The batched gradient-descent engine (Chapter 1; every dynamics chapter runs on it).
+"""The batched gradient-descent engine (:ref:`ch-setup`; every dynamics chapter runs on it).
 
 One call trains ``E`` independent members at once: every parameter tensor carries a leading ensemble
 axis, and one vectorised update moves all members. Each member has its own step size (a step-size
@@ -129,7 +129,7 @@ def finite_rows(x: Tensor) -> Tensor:
 
     One multiply and one row sum: ``0·x`` is ``±0`` for finite ``x`` and NaN for ``±inf``/NaN, so the row sum
     is 0 exactly when the row is finite (it cannot overflow). A few times cheaper than
-    ``isfinite(x).all(1)``, which makes four passes. Chapter 1 (the engine).
+    ``isfinite(x).all(1)``, which makes four passes. :ref:`ch-setup` (the engine).
     """
     if x.ndim == 1:
         return torch.isfinite(x)

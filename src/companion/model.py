@@ -1,4 +1,4 @@
-"""One protocol for a model: the parameter container and the four verbs every network module speaks (Chapter 1).
+"""One protocol for a model: the parameter container and the four verbs every network module speaks (:ref:`ch-setup`).
 
 Every network of the book is a module that satisfies :class:`Model`: paper A's deep network
 (:mod:`companion.deepnet`, :ref:`ch-setup`), paper B's two-layer ReLU network on a sample

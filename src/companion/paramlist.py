@@ -1,4 +1,4 @@
-"""Arithmetic on parameter lists: sums, inner products and norms per member (Chapter 13).
+"""Arithmetic on parameter lists: sums, inner products and norms per member (:ref:`ch-parameter-ball`).
 
 A parameter list is the container of :mod:`companion.model`: tensors ``(E, …)`` with a leading ensemble axis, so
 a direction ``h`` in parameter space is a list of the same shapes and every reduction here is per member, over

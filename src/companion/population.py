@@ -1,4 +1,4 @@
-"""Paper B's population closed forms (Appendix A) for a two-layer ReLU network and a linear target (Chapter 5).
+"""Paper B's population closed forms (Appendix A) for a two-layer ReLU network and a linear target (:ref:`ch-closed-forms`).
 
 Data ``x ~ N(0, I_d)``, target ``y = aᵀx``, network ``f(x) = Σ_i v_i ReLU(w_iᵀx) = vᵀReLU(Wx)`` with
 ``W ∈ R^{k×d}`` (row ``i`` is neuron ``w_i``) and **signed** output weights ``v ∈ R^k``.
@@ -104,7 +104,7 @@ def _unit(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 
 
 def J(theta: Tensor) -> Tensor:
-    """``J(θ) = sin θ + (π − θ) cos θ``: ``E[ReLU(uᵀx)ReLU(wᵀx)] = ‖u‖‖w‖ J(θ)/(2π)`` (Appendix A.1, Chapter 5).
+    """``J(θ) = sin θ + (π − θ) cos θ``: ``E[ReLU(uᵀx)ReLU(wᵀx)] = ‖u‖‖w‖ J(θ)/(2π)`` (Appendix A.1, :ref:`ch-closed-forms`).
 
     ``J(0) = π``, ``J(π) = 0``, ``J'(θ) = −(π − θ) sin θ`` (so ``J'(0) = J'(π) = 0``). Any shape.
     """
@@ -114,7 +114,7 @@ def J(theta: Tensor) -> Tensor:
 def angle(u: Tensor, w: Tensor) -> Tensor:
     """Angle ``θ ∈ [0, π]`` between ``u`` and ``w`` by Kahan's formula, ``(..., d), (..., d) → (...)``.
 
-    Accurate for all θ (no arccos); ``π/2`` by convention if either vector is zero. Paper B, Chapter 5.
+    Accurate for all θ (no arccos); ``π/2`` by convention if either vector is zero. Paper B, :ref:`ch-closed-forms`.
     """
     ub, _, _ = _unit(u)
     wb, _, _ = _unit(w)
@@ -140,7 +140,7 @@ def _check_pair(u: Tensor, w: Tensor) -> None:
 
 # --------------------------------------------------------------------------------------------- the kernel
 def relu_kernel(u: Tensor, w: Tensor) -> Tensor:
-    """``E[ReLU(uᵀx) ReLU(wᵀx)] = ‖u‖‖w‖ (sin θ + (π − θ) cos θ)/(2π)``, x ~ N(0, I_d) (Appendix A.1, Chapter 5).
+    """``E[ReLU(uᵀx) ReLU(wᵀx)] = ‖u‖‖w‖ (sin θ + (π − θ) cos θ)/(2π)``, x ~ N(0, I_d) (Appendix A.1, :ref:`ch-closed-forms`).
 
     ``u, w``: ``(..., d)`` (broadcast) → ``(...)``. Exact at θ = 0 (``‖u‖‖w‖/2``), θ = π (0) and u or w = 0 (0).
     """
@@ -156,7 +156,8 @@ def _kernel(u: Tensor, w: Tensor) -> Tensor:
 
 
 def relu_kernel_grad(u: Tensor, w: Tensor) -> Tensor:
-    """``∇_u E[ReLU(uᵀx)ReLU(wᵀx)] = E[1{uᵀx>0} ReLU(wᵀx) x] = (‖w‖ sin θ ū + (π − θ) w)/(2π)`` (Appendix A.2, Chapter 5).
+    """``∇_u E[ReLU(uᵀx)ReLU(wᵀx)] = E[1{uᵀx>0} ReLU(wᵀx) x] = (‖w‖ sin θ ū + (π − θ) w)/(2π)`` (Appendix A.2,
+    :ref:`ch-closed-forms`).
 
     ``u, w``: ``(..., d)`` → ``(..., d)``. At θ = 0 this is ``w/2``, at θ = π it is 0; at ``u = 0`` it is 0
     (convention ``ReLU'(0) = 0``; the kernel has no gradient there), and at ``w = 0`` it is 0.
@@ -174,7 +175,7 @@ def _kernel_grad(u: Tensor, w: Tensor) -> Tensor:
 
 
 def gate_second_moment(u: Tensor, w: Tensor) -> Tensor:
-    """``M(u, w) = E[1{uᵀx ≥ 0} 1{wᵀx ≥ 0} x xᵀ]``, x ~ N(0, I_d) (derived in Chapter 5; Theorem 10's mean).
+    """``M(u, w) = E[1{uᵀx ≥ 0} 1{wᵀx ≥ 0} x xᵀ]``, x ~ N(0, I_d) (derived in :ref:`ch-closed-forms`; Theorem 10's mean).
 
     ``M = [(π − θ) I + sin θ (b̄b̄ᵀ − c̄c̄ᵀ)]/(2π)`` with ``b̄ ∝ ū + w̄``, ``c̄ ∝ ū − w̄`` (the bisectors of the
     plane of u, w), equivalently ``sin θ (b̄b̄ᵀ − c̄c̄ᵀ) = [ūw̄ᵀ + w̄ūᵀ − cos θ (ūūᵀ + w̄w̄ᵀ)]/sin θ``.
@@ -265,7 +266,7 @@ def _loss_from(W: Tensor, v: Tensor, a: Tensor, K: Tensor) -> Tensor:
 
 
 def loss(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
-    """Population loss ``½ E[(vᵀReLU(Wx) − aᵀx)²]`` (paper B eq. (2), Appendix A.1; Chapter 5).
+    """Population loss ``½ E[(vᵀReLU(Wx) − aᵀx)²]`` (paper B eq. (2), Appendix A.1; :ref:`ch-closed-forms`).
 
     ``W (..., k, d)``, ``v (..., k)`` signed output weights, ``a (d,)`` or ``(..., d)`` → ``(...)``.
     Autograd-differentiable (twice, away from exactly aligned neurons).
@@ -275,7 +276,7 @@ def loss(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
 
 
 def gradient(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
-    """Closed-form population gradient (Appendix A.2; Chapter 5).
+    """Closed-form population gradient (Appendix A.2; :ref:`ch-closed-forms`).
 
     ``∇_{w_i} L = v_i (Σ_j v_j g(w_i, w_j) − a/2)`` with ``g = relu_kernel_grad`` and
     ``∇_{v_i} L = Σ_j v_j k(w_i, w_j) − aᵀw_i/2``. ``W (..., k, d)``, ``v (..., k)``, ``a (d,)`` or ``(..., d)``.
@@ -287,7 +288,7 @@ def gradient(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
 
 def loss_and_gradient_wv(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Population loss and its closed-form gradient in one pass, for separate ``W`` and ``v`` (Appendix A.1-A.2;
-    Chapters 5-7).
+    :ref:`ch-closed-forms` to :ref:`ch-pl-smoothness`).
 
     Same closed forms as :func:`loss` and :func:`gradient` (Kahan angles, exact at aligned neurons), any
     leading axes: ``W (..., k, d)``, ``v (..., k)``, ``a (d,)`` or ``(..., d)`` →
@@ -334,7 +335,8 @@ def _pair_loss_gradient(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tensor
 
 def gram_loss_and_gradient(W: Tensor, V: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Population loss ``½ E‖Vᵀ ReLU(Wx) − A x‖²`` and its gradients from the Gram matrix of the neurons,
-    for one or ``r`` outputs (paper B, Appendix A.1-A.2 and E.1; the training loop of Chapters 9 and 11).
+    for one or ``r`` outputs (paper B, Appendix A.1-A.2 and E.1; the training loop of :ref:`ch-failures` and
+    :ref:`ch-beyond-two`).
 
     With ``S = V Vᵀ`` (``v vᵀ`` for one output), ``θ_ij`` the angle between ``w_i`` and ``w_j`` and
     ``k(w_i, w_j) = ‖w_i‖‖w_j‖(sin θ + (π − θ) cos θ)/(2π)``::
@@ -523,7 +525,8 @@ def make_loss_and_grad(target: Tensor, *, fixed_v: Tensor | None = None, form: s
 
 
 def hessian(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
-    """Closed-form population Hessian (Appendix A.3, re-derived; Chapters 5-7), shape ``(..., k·d + k, k·d + k)``.
+    """Closed-form population Hessian (Appendix A.3, re-derived; :ref:`ch-closed-forms` to :ref:`ch-pl-smoothness`),
+    shape ``(..., k·d + k, k·d + k)``.
 
     Parameter order ``[vec(W) row-major, v_1..v_k]`` (= :func:`flatten_params`). Blocks, with ``g`` the kernel
     gradient, ``M`` the gate moment and ``P_l = I − w̄_l w̄_lᵀ``, ``p_lj = P_l w_j``:
@@ -580,12 +583,14 @@ def hessian(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
 
 # --------------------------------------------------------------------------------------------- conveniences
 def flatten_params(W: Tensor, v: Tensor) -> Tensor:
-    """``[vec(W) row-major, v]``: ``(..., k, d), (..., k) → (..., k·d + k)`` (the Hessian's order; Chapters 5-7)."""
+    """``[vec(W) row-major, v]``: ``(..., k, d), (..., k) → (..., k·d + k)`` (the Hessian's order;
+    :ref:`ch-closed-forms` to :ref:`ch-pl-smoothness`)."""
     return torch.cat([W.flatten(-2), v], dim=-1)
 
 
 def unflatten_params(theta: Tensor, k: int, d: int) -> tuple[Tensor, Tensor]:
-    """Inverse of :func:`flatten_params`: ``(..., k·d + k) → (W (..., k, d), v (..., k))`` (Chapters 5-7)."""
+    """Inverse of :func:`flatten_params`: ``(..., k·d + k) → (W (..., k, d), v (..., k))`` (:ref:`ch-closed-forms` to
+    :ref:`ch-pl-smoothness`)."""
     if theta.shape[-1] != k + k * d:
         raise ValueError(f"expected a last axis of k·d + k = {k + k * d}, got {theta.shape[-1]}")
     return theta[..., : k * d].unflatten(-1, (k, d)), theta[..., k * d :]
@@ -593,14 +598,14 @@ def unflatten_params(theta: Tensor, k: int, d: int) -> tuple[Tensor, Tensor]:
 
 def signed_from_paper(v_paper: Tensor) -> Tensor:
     """Paper B's k = 2 output weights ``[v1, v2]`` (network ``v1 ReLU(w1ᵀx) − v2 ReLU(w2ᵀx)``) → signed ``[v1, −v2]``
-    (Chapter 5)."""
+    (:ref:`ch-closed-forms`)."""
     if v_paper.shape[-1] != 2:
         raise ValueError(f"paper B's sign convention is for k = 2, got last axis {v_paper.shape[-1]}")
     return v_paper * torch.tensor([1.0, -1.0], dtype=v_paper.dtype, device=v_paper.device)
 
 
 def paper_point(c: Tensor | float | None, v1: Tensor | float, v2: Tensor | float, a: Tensor) -> tuple[Tensor, Tensor]:
-    """A point of Theorem 1's families (Chapter 6), in the signed convention: ``(W (..., 2, d), v (..., 2))``.
+    """A point of Theorem 1's families (:ref:`ch-landscape`), in the signed convention: ``(W (..., 2, d), v (..., 2))``.
 
     ``c = None``: the global optimum ``v1 w1 = a, v2 w2 = −a``; otherwise the manifold point
     ``v1 w1 = (c + 1) a, v2 w2 = c a`` (paper's convention, ``v1, v2 > 0``; a saddle for c > 0 or c < −1).
@@ -625,7 +630,7 @@ def effective_error(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
     """Distance of the effective weights to the optimum, ``‖v1 w1 − a‖² + ‖v2 w2 + a‖²`` (paper B's convention).
 
     In the signed convention ``v = [v1, −v2]`` this is ``Σ_i ‖v_i w_i − a‖²``, since ``(−v2) w2 − a = −(v2 w2 + a)``.
-    ``(..., 2, d), (..., 2), (d,) → (...)``. Lemma 13 (Chapter 7).
+    ``(..., 2, d), (..., 2), (d,) → (...)``. Lemma 13 (:ref:`ch-pl-smoothness`).
     """
     _check_net(W, v, a)
     if v.shape[-1] != 2:
@@ -645,7 +650,7 @@ def mc_mean(
     dtype=torch.float64,
     device=None,
 ) -> tuple[Tensor, Tensor]:
-    """Monte Carlo ``E[fn(x)]`` over ``x ~ N(0, I_d)`` with its standard error, in batches (Chapter 5).
+    """Monte Carlo ``E[fn(x)]`` over ``x ~ N(0, I_d)`` with its standard error, in batches (:ref:`ch-closed-forms`).
 
     ``fn``: ``(B, d) → (B, ...)``. Returns ``(mean (...), se (...))`` from ``n`` samples drawn ``batch`` at a time
     (memory is ``O(batch · size of fn's output)``). Sums are shifted by the first batch's mean for accuracy.
@@ -678,7 +683,7 @@ def network_mc(W: Tensor, v: Tensor, a: Tensor, x: Tensor) -> tuple[Tensor, Tens
     """Per-sample network output and residual on inputs ``x (B, d)``: ``(f (..., B), r = f − aᵀx (..., B))``.
 
     ``W (..., k, d)``, ``v (..., k)``, ``a (d,)`` or ``(..., d)``; for Monte Carlo checks of the closed forms
-    (Chapter 5)."""
+    (:ref:`ch-closed-forms`)."""
     validation.same_device(W=W, v=v, a=a, x=x)
     f = torch.einsum("...k,...kb->...b", v, torch.relu(torch.einsum("...kd,bd->...kb", W, x)))
     return f, f - torch.einsum("...d,bd->...b", a, x)
@@ -686,7 +691,7 @@ def network_mc(W: Tensor, v: Tensor, a: Tensor, x: Tensor) -> tuple[Tensor, Tens
 
 # --------------------------------------------------------------------------------------------- Theorem 1
 def find_stationary(W: Tensor, v: Tensor, a: Tensor, iters: int = 100, damping: float = 1e-3) -> tuple[Tensor, Tensor, Tensor]:
-    """Search for stationary points with nonzero neurons by batched Levenberg–Marquardt (Theorem 1, Chapter 6).
+    """Search for stationary points with nonzero neurons by batched Levenberg–Marquardt (Theorem 1, :ref:`ch-landscape`).
 
     Minimises ``‖ρ(θ)‖²`` for the scaled gradient ``ρ = (∇_{v_l}L/‖w_l‖, ∇_{w_l}L/v_l)_l`` (proof D.1's
     ``[1/v1, 1/v2] ∇_W L``): its zeros with ``v_l, w_l ≠ 0`` are exactly the stationary points, but unlike
@@ -739,7 +744,7 @@ def find_stationary(W: Tensor, v: Tensor, a: Tensor, iters: int = 100, damping: 
 
 
 def stationarity_scale(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
-    """The size of the terms that cancel in the population gradient, ``S = ‖θ‖ (Σ_j |v_j| ‖w_j‖ + ‖a‖)`` (Chapter 6).
+    """The size of the terms that cancel in the population gradient, ``S = ‖θ‖ (Σ_j |v_j| ‖w_j‖ + ‖a‖)`` (:ref:`ch-landscape`).
 
     With ``|g(w_l, w_j)| ≤ ‖w_j‖`` and ``|k(w_l, w_j)| ≤ ‖w_l‖‖w_j‖/2``, every term of ``∇_{w_l}L`` is at most
     ``|v_l| (Σ_j |v_j|‖w_j‖ + ‖a‖)`` and every term of ``∇_{v_l}L`` at most ``‖w_l‖ (Σ_j |v_j|‖w_j‖ + ‖a‖)``, so
@@ -753,7 +758,7 @@ def stationarity_scale(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
 
 def stationarity_ratio(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
     """``‖∇L‖ / (ε S)`` with ``S`` from :func:`stationarity_scale` and ``ε`` the dtype's resolution (Theorem 1,
-    Chapter 6): a point is stationary to the dtype's resolution when this is at most a few dozen.
+    :ref:`ch-landscape`): a point is stationary to the dtype's resolution when this is at most a few dozen.
     ``W (..., k, d)``, ``v (..., k)``, ``a (d,)`` → ``(...)``."""
     _check_net(W, v, a)
     g = flatten_params(*_loss_gradient(W, v, a)[1:]).norm(dim=-1)
@@ -763,7 +768,7 @@ def stationarity_ratio(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
 def polish_stationary(
     W: Tensor, v: Tensor, a: Tensor, *, iters: int = 60, rcond: float = 1e-12
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Newton polish of approximate stationary points to the dtype's resolution (Theorem 1, Chapter 6).
+    """Newton polish of approximate stationary points to the dtype's resolution (Theorem 1, :ref:`ch-landscape`).
 
     Each step is the minimum-norm least-squares solution of ``H δ = −∇L`` (closed-form Hessian, pseudo-inverse by
     its eigendecomposition, eigenvalues below ``rcond`` times the largest in modulus dropped: the stationary sets
@@ -814,7 +819,7 @@ def polish_stationary(
 def escaping_pair(
     W: Tensor, v: Tensor, a: Tensor, *, loss_band: float = 0.01, max_angle: float = 0.1, min_output: float = 2.0
 ) -> Tensor:
-    """k = 2 points on the valley that leads to infinity next to Theorem 1's manifolds (Chapter 6), ``(E,)`` bool.
+    """k = 2 points on the valley that leads to infinity next to Theorem 1's manifolds (:ref:`ch-landscape`), ``(E,)`` bool.
 
     Two nearly parallel neurons with large output weights of opposite signs compute, as the weights grow and the
     angle shrinks, ``f(x) → 1{uᵀx > 0} aᵀx`` (a finite difference of ReLU): loss ``→ ‖a‖²/4`` from below and
@@ -859,7 +864,7 @@ def classify_stationary(
     tol: float = 1e-6,
     converged: Tensor | None = None,
 ) -> tuple[list[str], Tensor]:
-    """Classify k = 2 points by Theorem 1 (Chapter 6); returns ``(labels (E,), c (E,))`` (c NaN where undefined).
+    """Classify k = 2 points by Theorem 1 (:ref:`ch-landscape`); returns ``(labels (E,), c (E,))`` (c NaN where undefined).
 
     ``W (E, 2, d)``, ``v (E, 2)``, ``a (d,)``, ``grad_norm (E,)`` (from :func:`find_stationary`). A point counts as
     stationary when ``grad_norm ≤ grad_tol ‖a‖ max(1, ‖θ‖)``, or, when the bool mask ``converged (E,)`` is given
@@ -913,7 +918,7 @@ def classify_stationary(
 # --------------------------------------------------------------------- Lemmas 8, 12, 13: reduction to a plane
 def effective_pair(r: Tensor | float, theta: Tensor | float, *, device=None, dtype=None) -> Tensor:
     """Effective weights ``w̃1 = r e1``, ``w̃2 = (cos θ, sin θ)`` in the plane, shape ``(..., 2, 2)``
-    (``r, θ`` broadcast). The reduced setting of paper B's Figures 4 and 5 (Lemmas 8, 12, 13; Chapter 7):
+    (``r, θ`` broadcast). The reduced setting of paper B's Figures 4 and 5 (Lemmas 8, 12, 13; :ref:`ch-pl-smoothness`):
     ``r = ‖w̃1‖/‖w̃2‖`` and ``θ`` the angle between the neurons; the network is
     ``ReLU(w̃1ᵀx) − ReLU(w̃2ᵀx)``.
     """
@@ -924,7 +929,7 @@ def effective_pair(r: Tensor | float, theta: Tensor | float, *, device=None, dty
 
 
 def lemma_terms(W_eff: Tensor, a: Tensor) -> dict[str, Tensor]:
-    """The three sides of Lemmas 8, 12 and 13 at effective weights ``w̃_i = v_i w_i`` (Chapter 7).
+    """The three sides of Lemmas 8, 12 and 13 at effective weights ``w̃_i = v_i w_i`` (:ref:`ch-pl-smoothness`).
 
     With the network ``ReLU(w̃1ᵀx) − ReLU(w̃2ᵀx)`` (signed ``v = [1, −1]``): ``"L"`` the population loss,
     ``"grad2"`` ``= ‖∇_{w̃1}L‖² + ‖∇_{w̃2}L‖²`` and ``"err"`` ``= ‖w̃1 − a‖² + ‖w̃2 + a‖²``, each ``(...)``.
@@ -942,7 +947,7 @@ def lemma_terms(W_eff: Tensor, a: Tensor) -> dict[str, Tensor]:
 
 def target_forms(W_eff: Tensor) -> dict[str, Tensor]:
     """Each side of :func:`lemma_terms` as an exact quadratic form in ``x = (a1, a2, 1)``, for targets ``a`` in
-    the plane of the two neurons (Figures 4 and 5; Chapter 7): ``{"L", "grad2", "err"}`` of ``(..., 3, 3)``.
+    the plane of the two neurons (Figures 4 and 5; :ref:`ch-pl-smoothness`): ``{"L", "grad2", "err"}`` of ``(..., 3, 3)``.
 
     Every side is a quadratic polynomial in ``a`` (the loss is, and so are the gradient's components), so six
     evaluations at ``a ∈ {0, ±e1, ±e2, e1 + e2}`` determine it: ``f(a) = xᵀ Q x``. ``W_eff (..., 2, 2)``.
@@ -966,7 +971,7 @@ def target_forms(W_eff: Tensor) -> dict[str, Tensor]:
 
 def min_over_target(A: Tensor, B: Tensor, coef: float) -> Tensor:
     """``min_a (xᵀAx − coef · xᵀBx)`` over ``x = (a, 1)``, ``a ∈ R²``, for a difference that is convex in ``a``
-    (Figures 4 and 5: the paper's ``h`` and ``h̃`` minimised over the target; Chapter 7). ``(..., 3, 3) → (...)``."""
+    (Figures 4 and 5: the paper's ``h`` and ``h̃`` minimised over the target; :ref:`ch-pl-smoothness`). ``(..., 3, 3) → (...)``."""
     validation.same_device(A=A, B=B)
     M = A - coef * B
     Q, b, c = M[..., :2, :2], M[..., :2, 2], M[..., 2, 2]
@@ -975,7 +980,7 @@ def min_over_target(A: Tensor, B: Tensor, coef: float) -> Tensor:
 
 def extreme_ratio_over_target(A: Tensor, B: Tensor, *, largest: bool = False) -> Tensor:
     """Smallest (or largest) ratio ``xᵀAx / xᵀBx`` over every target ``a`` (and the limit ``‖a‖ → ∞``), i.e. the
-    extreme generalised eigenvalue of the pencil ``(A, B)`` (Lemmas 8, 12, 13; Chapter 7). ``(..., 3, 3) → (...)``.
+    extreme generalised eigenvalue of the pencil ``(A, B)`` (Lemmas 8, 12, 13; :ref:`ch-pl-smoothness`). ``(..., 3, 3) → (...)``.
 
     NaN where ``B`` is not positive definite: for ``err`` only at ``w̃1 = −w̃2`` (``r = 1, θ = π``), the optimum
     itself, where both sides vanish.
@@ -992,7 +997,7 @@ def extreme_ratio_over_target(A: Tensor, B: Tensor, *, largest: bool = False) ->
 
 def lemma9_constant(c1: float, c2: float) -> float:
     """Lemma 9's smoothness constant ``L = 2 + (12 + 10/π + 4c2/(π c1)) c2²`` (assembled at the end of
-    Appendix B.3; Chapter 7): ``‖∇²L‖ ≤ L‖a‖`` on ``c1‖a‖ ≤ v_i, ‖w_i‖ ≤ c2‖a‖``."""
+    Appendix B.3; :ref:`ch-pl-smoothness`): ``‖∇²L‖ ≤ L‖a‖`` on ``c1‖a‖ ≤ v_i, ‖w_i‖ ≤ c2‖a‖``."""
     if not (c1 > 0 and c2 > 0):
         raise ValueError(f"need c1, c2 > 0, got c1={c1}, c2={c2}")
     return 2 + (12 + 10 / math.pi + 4 * c2 / (math.pi * c1)) * c2**2

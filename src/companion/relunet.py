@@ -1,7 +1,7 @@
-"""Paper B's two-layer ReLU network on Gaussian data, batched over an ensemble (Chapters 8-11).
+"""Paper B's two-layer ReLU network on Gaussian data, batched over an ensemble (:ref:`ch-three-phases` to :ref:`ch-beyond-two`).
 
 Network ``x ↦ Vᵀ ReLU(W x)`` with ``W ∈ R^{k×d}`` and output weights ``v ∈ R^k`` (one output) or
-``V ∈ R^{k×r}`` (``r`` outputs, Chapter 11). Data ``x ~ N(0, I_d)``, targets ``y = A x`` with
+``V ∈ R^{k×r}`` (``r`` outputs, :ref:`ch-beyond-two`). Data ``x ~ N(0, I_d)``, targets ``y = A x`` with
 ``A = aᵀ`` (one output, default ``a = e1``) or ``A ∈ R^{r×d}`` with orthonormal rows. Empirical loss
 (paper B, eq. (1))::
 
@@ -66,7 +66,8 @@ SCHEMES = ("xavier", "gaussian", "theorem2")
 
 # ----------------------------------------------------------------------------------------------- data
 def unit_target(d: int, *, device=None, dtype=None) -> Tensor:
-    """The paper's target direction ``a = e1 ∈ R^d`` (Section 4), shape ``(d,)`` (Chapters 8-10)."""
+    """The paper's target direction ``a = e1 ∈ R^d`` (Section 4), shape ``(d,)`` (:ref:`ch-three-phases` to
+    :ref:`ch-sample-complexity`)."""
     validation.positive_int("d", d)
     dev, dt = resolve(device, dtype)
     a = torch.zeros(d, device=dev, dtype=dt)
@@ -76,7 +77,7 @@ def unit_target(d: int, *, device=None, dtype=None) -> Tensor:
 
 def orthonormal_rows(r: int, d: int, *, generator: torch.Generator | None = None, device=None, dtype=None) -> Tensor:
     """A random ``A ∈ R^{r×d}`` with orthonormal rows (``A Aᵀ = I_r``), the multi-output target of
-    Appendix E.1 (Chapter 11). QR of a Gaussian matrix, signs fixed so the law is Haar."""
+    Appendix E.1 (:ref:`ch-beyond-two`). QR of a Gaussian matrix, signs fixed so the law is Haar."""
     validation.positive_int("r", r)
     validation.positive_int("d", d)
     if r > d:
@@ -98,7 +99,8 @@ def gaussian_data(
     device=None,
     dtype=None,
 ) -> tuple[Tensor, Tensor]:
-    """``n`` samples ``x ~ N(0, I_d)`` with targets ``y = A x`` (paper B, Section 1.2; Chapters 8-11).
+    """``n`` samples ``x ~ N(0, I_d)`` with targets ``y = A x`` (paper B, Section 1.2; :ref:`ch-three-phases` to
+    :ref:`ch-beyond-two`).
 
     ``target``: ``a (d,)`` (single output, ``y (…, n)``) or ``A (r, d)`` (``y (…, n, r)``).
     ``ensemble=None`` gives one shared data set ``X (n, d)``; ``ensemble=E`` gives independent data sets
@@ -186,7 +188,7 @@ def xavier_init(
     device=None,
     dtype=None,
 ) -> tuple[Tensor, Tensor]:
-    """PyTorch's Xavier-normal initialisation times ``σ`` (paper B, Section 4; Chapters 9-11).
+    """PyTorch's Xavier-normal initialisation times ``σ`` (paper B, Section 4; :ref:`ch-failures` to :ref:`ch-beyond-two`).
 
     ``W_ij ~ N(0, σ² · 2/(k + d))``; the output layer ``nn.Linear(k, r)`` gets ``N(0, σ² · 2/(r + k))``
     (``r = 1`` when ``r is None``). Returns ``W (E, k, d)`` and ``v (E, k)`` (``r is None``) or
@@ -207,7 +209,7 @@ def xavier_init(
 def gaussian_init(
     k: int, d: int, ensemble: int, sigma: float, *, generator: torch.Generator | None = None, device=None, dtype=None
 ) -> tuple[Tensor, Tensor]:
-    """``w_i ~ N(0, σ²/d I_d)``, ``v_i ~ N(0, σ²/k)`` (Section 3's remark on large k; Chapter 9's k sweep).
+    """``w_i ~ N(0, σ²/d I_d)``, ``v_i ~ N(0, σ²/k)`` (Section 3's remark on large k; :ref:`ch-failures`'s k sweep).
 
     Returns ``W (E, k, d)``, ``v (E, k)``.
     """
@@ -231,7 +233,7 @@ def theorem2_init(
     device=None,
     dtype=None,
 ) -> tuple[Tensor, Tensor]:
-    """Theorem 2's initialisation (paper B, Section 3; Chapters 8-10).
+    """Theorem 2's initialisation (paper B, Section 3; :ref:`ch-three-phases` to :ref:`ch-sample-complexity`).
 
     ``w_i ~ N(0, σ²/d I_d)`` and ``v_i = s_i (σ/√d) ξ_i`` with ``ξ_i² ~ χ²_d`` (``ξ_i`` the norm of an
     independent ``N(0, I_d)`` vector) and the sign pattern ``s = signs`` (default ``[+, −]``, the
@@ -306,7 +308,7 @@ def _forward(W: Tensor, V: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def predict(W: Tensor, V: Tensor, X: Tensor) -> Tensor:
-    """Network outputs ``Vᵀ ReLU(W x_i)`` (paper B, Section 1.2; Chapter 8): ``(E, n)`` or ``(E, n, r)``."""
+    """Network outputs ``Vᵀ ReLU(W x_i)`` (paper B, Section 1.2; :ref:`ch-three-phases`): ``(E, n)`` or ``(E, n, r)``."""
     _check(W, V, X)
     _, P = _forward(W, V, X)
     return P.transpose(0, 1) if X.ndim == 2 else P
@@ -332,7 +334,7 @@ def forward(params: Sequence[Tensor], X: Tensor) -> Tensor:
 
 
 def loss(W: Tensor, V: Tensor, X: Tensor, Y: Tensor) -> Tensor:
-    """Empirical loss ``(1/2n) Σ_i ‖Vᵀ ReLU(W x_i) − y_i‖²`` per member (paper B, eq. (1); Chapter 8), ``(E,)``."""
+    """Empirical loss ``(1/2n) Σ_i ‖Vᵀ ReLU(W x_i) − y_i‖²`` per member (paper B, eq. (1); :ref:`ch-three-phases`), ``(E,)``."""
     _check(W, V, X, Y)
     return loss_and_gradient_wv(W, V, X, Y, need_grad=False)[0]
 
@@ -366,7 +368,8 @@ def loss_and_gradient(
 def loss_and_gradient_wv(
     W: Tensor, V: Tensor, X: Tensor, Y: Tensor, *, train_v: bool = True, need_grad: bool = True
 ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-    """Empirical loss and its explicit gradients for separate ``W`` and ``V`` (paper B, eq. (1); Chapters 8-11).
+    """Empirical loss and its explicit gradients for separate ``W`` and ``V`` (paper B, eq. (1);
+    :ref:`ch-three-phases` to :ref:`ch-beyond-two`).
     No shape or value checks (this is the hot path of :func:`make_loss_and_grad`, which validates once).
 
     With ``R_i = Vᵀ ReLU(W x_i) − y_i`` and the mask ``D_i = diag(1{W x_i > 0})``::
@@ -493,7 +496,7 @@ def make_loss_and_grad(X: Tensor, Y: Tensor, *, fixed_v: Tensor | None = None) -
 
 
 def loss_and_grad_autograd(W: Tensor, V: Tensor, X: Tensor, Y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Reference for :func:`loss_and_gradient_wv` by reverse-mode autograd through ``torch.relu`` (Chapter 8's
+    """Reference for :func:`loss_and_gradient_wv` by reverse-mode autograd through ``torch.relu`` (:ref:`ch-three-phases`'s
     check; tests). Returns ``(loss (E,), grad_W, grad_V)``."""
     _check(W, V, X, Y)
     W = W.detach().clone().requires_grad_(True)
@@ -515,33 +518,34 @@ def _unit(a: Tensor) -> Tensor:
 
 
 def angles(W: Tensor, a: Tensor) -> Tensor:
-    """Angle in ``[0, π]`` between each ``w_i`` and ``a`` (Chapter 8), ``(E, k)``; ``π/2`` at ``w_i = 0``."""
+    """Angle in ``[0, π]`` between each ``w_i`` and ``a`` (:ref:`ch-three-phases`), ``(E, k)``; ``π/2`` at ``w_i = 0``."""
     validation.same_device(W=W, a=a)
     cos = (W @ _unit(a)) / W.norm(dim=-1).clamp_min(torch.finfo(W.dtype).tiny)
     return torch.arccos(cos.clamp(-1.0, 1.0))
 
 
 def angles_to_target(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
-    """Angle θ_i between ``w_i`` and ``sign(v_i) a`` (its planted direction ±a; Lemma 4, Chapter 8), ``(E, k)``."""
+    """Angle θ_i between ``w_i`` and ``sign(v_i) a`` (its planted direction ±a; Lemma 4, :ref:`ch-three-phases`), ``(E, k)``."""
     validation.same_device(W=W, v=v, a=a)
     th = angles(W, a)
     return torch.where(v >= 0, th, math.pi - th)
 
 
 def neuron_norms(W: Tensor) -> Tensor:
-    """``‖w_i‖`` per neuron, ``(E, k)`` (Lemma 5, Chapter 8)."""
+    """``‖w_i‖`` per neuron, ``(E, k)`` (Lemma 5, :ref:`ch-three-phases`)."""
     return W.norm(dim=-1)
 
 
 def imbalance(W: Tensor, v: Tensor) -> Tensor:
-    """Lemma 3's imbalance ``b_i = ‖w_i‖² − v_i²`` (``‖v_i‖²`` for vector outputs), ``(E, k)`` (Chapter 8)."""
+    """Lemma 3's imbalance ``b_i = ‖w_i‖² − v_i²`` (``‖v_i‖²`` for vector outputs), ``(E, k)`` (:ref:`ch-three-phases`)."""
     validation.same_device(W=W, v=v)
     vv = v * v if v.ndim == 2 else (v * v).sum(-1)
     return (W * W).sum(-1) - vv
 
 
 def planted_error(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
-    """``‖diag(|v|) W − W*‖_F`` with ``W*_i = sign(v_i) a`` (Theorem 2's error; Chapters 8-10), ``(E,)``.
+    """``‖diag(|v|) W − W*‖_F`` with ``W*_i = sign(v_i) a`` (Theorem 2's error; :ref:`ch-three-phases` to
+    :ref:`ch-sample-complexity`), ``(E,)``.
 
     For k = 2 and signs ``[+, −]`` this is the paper's ``‖diag([v1, v2]) W − [a, −a]ᵀ‖``. Equivalently
     ``‖diag(v) W − 1 aᵀ‖_F``: every neuron's contribution ``v_i w_i`` should equal ``a``.
@@ -552,7 +556,7 @@ def planted_error(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
 
 def grouped_sums(W: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
     """Sums of ``|v_i| w_i`` over the neurons with ``v_i > 0`` and with ``v_i < 0`` (Section 4, Figure 2;
-    Chapter 11): ``(E, d)`` each; they should recover ``+a`` and ``−a``."""
+    :ref:`ch-beyond-two`): ``(E, d)`` each; they should recover ``+a`` and ``−a``."""
     validation.same_device(W=W, v=v)
     vw = v.abs().unsqueeze(-1) * W
     pos = (vw * (v > 0).unsqueeze(-1)).sum(1)
@@ -561,7 +565,7 @@ def grouped_sums(W: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def make_observers(a: Tensor, *, fixed_v: Tensor | None = None) -> dict[str, Callable]:
-    """Observers for :func:`companion.gd.run` (Chapter 8): ``theta (E, k)`` (angle to ``sign(v_i) a``),
+    """Observers for :func:`companion.gd.run` (:ref:`ch-three-phases`): ``theta (E, k)`` (angle to ``sign(v_i) a``),
     ``v (E, k)``, ``w_norm (E, k)``, ``imbalance (E, k)``, ``error (E,)`` (:func:`planted_error`).
 
     Params are ``[W, v]``, or ``[W]`` with ``fixed_v``.
@@ -584,7 +588,7 @@ def make_observers(a: Tensor, *, fixed_v: Tensor | None = None) -> dict[str, Cal
 
 # ----------------------------------------------------------------------------------- pairing (r outputs)
 def pairing_error(W: Tensor, V: Tensor) -> tuple[Tensor, Tensor]:
-    """Appendix E.1's pairing ``W∞ ≈ [I_r, −I_r]ᵀ W``, ``V∞ ≈ [I_r, −I_r]ᵀ V`` (Chapter 11).
+    """Appendix E.1's pairing ``W∞ ≈ [I_r, −I_r]ᵀ W``, ``V∞ ≈ [I_r, −I_r]ᵀ V`` (:ref:`ch-beyond-two`).
 
     For each member, the best partition of the ``k = 2r`` neurons into ``r`` pairs ``(i, j)`` minimising
     ``Σ_pairs ‖θ_i + θ_j‖²`` with ``θ_i = (w_i, v_i) ∈ R^{d+r}`` (an exact minimum-weight perfect
@@ -618,7 +622,7 @@ def pairing_error(W: Tensor, V: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def growth_sign(W: Tensor, v: Tensor, a: Tensor, X: Tensor | None = None) -> Tensor:
-    """The sign each ``v_i`` ends the small-initialisation phase with (Section 4's failure mechanism; Chapter 9).
+    """The sign each ``v_i`` ends the small-initialisation phase with (Section 4's failure mechanism; :ref:`ch-failures`).
 
     Near the origin the loss is ``L ≈ ½‖a‖² − Σ_i v_i w_iᵀ c_i`` with ``c_i = E[1{w_iᵀx > 0} x xᵀ] a`` (``= a/2``
     for the population; ``(1/n) Σ_j 1{w_iᵀx_j > 0} x_j x_jᵀ a`` for data ``X (n, d)``), so GD moves

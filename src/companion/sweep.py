@@ -23,7 +23,7 @@ chapter loads with :func:`load` (no ``torch.distributed`` needed to read it).
 **Experiments** (the ``experiment`` key of the configuration; :data:`EXPERIMENTS`):
 
 ``failure_vs_width``
-    Paper B, Section 3's remark on wide networks (Chapter 9): ``k`` neurons, ``w_i ~ N(0, σ²/d I)``,
+    Paper B, Section 3's remark on wide networks (:ref:`ch-failures`): ``k`` neurons, ``w_i ~ N(0, σ²/d I)``,
     ``v_i ~ N(0, σ²/k)`` (:func:`companion.relunet.gaussian_init`), GD with step ``mu`` for ``steps`` steps on
     the population loss (:func:`companion.population.make_loss_and_grad`) with target ``a = e₁``. Per
     member: ``final_loss`` (population loss after training), ``fails`` (``final_loss > tau·‖a‖²``),
@@ -134,7 +134,7 @@ def _failure_check(p: dict) -> None:
 def _failure_run(
     p: dict, k: int, generator: torch.Generator, size: int, dev: torch.device, dtype: torch.dtype
 ) -> dict[str, np.ndarray]:
-    """``size`` members of paper B's ``k``-neuron network on the population loss (Chapter 9's width sweep)."""
+    """``size`` members of paper B's ``k``-neuron network on the population loss (:ref:`ch-failures`'s width sweep)."""
     d = int(p["d"])
     a = relunet.unit_target(d, device=dev, dtype=dtype)
     W, v = relunet.gaussian_init(int(k), d, size, float(p["sigma"]), generator=generator, device=dev, dtype=dtype)

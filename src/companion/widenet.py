@@ -1,5 +1,5 @@
 """Paper C's width-m fully connected and residual networks, and what changes inside the parameter ball
-(Chapter 13).
+(:ref:`ch-parameter-ball`).
 
 The networks (paper C, following Du, Lee, Li, Wang, Zhai 2019), for an input ``x ∈ R^d`` on the sphere:
 
@@ -98,7 +98,7 @@ def _c_sigma_by_name(name: str) -> float:
 
 def c_sigma(act: str | activations.Activation) -> float:
     """``c_σ = 1 / E[σ(g)²]``, ``g ~ N(0, 1)``, by 200-point Gauss–Hermite quadrature (paper C's scaling,
-    Chapter 13). For tanh ≈ 2.54, for softplus ≈ 1.07."""
+    :ref:`ch-parameter-ball`). For tanh ≈ 2.54, for softplus ≈ 1.07."""
     return _c_sigma_by_name(activations.get(act).name)
 
 
@@ -205,7 +205,7 @@ def init_params(
 
 
 def sphere_inputs(n: int, d: int, *, generator: torch.Generator | None = None, device=None, dtype=None) -> Tensor:
-    """``n`` inputs drawn uniformly on the unit sphere of ``R^d``, shape ``(n, d)`` (Chapter 13)."""
+    """``n`` inputs drawn uniformly on the unit sphere of ``R^d``, shape ``(n, d)`` (:ref:`ch-parameter-ball`)."""
     validation.positive_int("n", n)
     validation.positive_int("d", d)
     dev, dt = _device.resolve(device, dtype)
@@ -422,7 +422,7 @@ def _preactivation_grads(params: Params, X: Tensor, net: Net):
 
 def backward_vectors(params: Params, X: Tensor, net: Net = Net()) -> list[Tensor]:
     """Paper C's backward vectors ``b_h = ∂f/∂x_h`` per sample, ``[b_1 … b_H]`` each ``(E, n, m)``; ``b_H = a``
-    (Chapter 13). Their sup-norm ``M = max_h ‖b_h(θ0)‖_∞`` enters the Hessian and Taylor bounds ``T M (1+D)/√m``:
+    (:ref:`ch-parameter-ball`). Their sup-norm ``M = max_h ‖b_h(θ0)‖_∞`` enters the Hessian and Taylor bounds ``T M (1+D)/√m``:
     for Gaussian ``a`` it grows like ``√(2 log m)``."""
     E, m, d, H = _check(params, X=X)
     _check_X(X, d)
@@ -432,12 +432,12 @@ def backward_vectors(params: Params, X: Tensor, net: Net = Net()) -> list[Tensor
 
 
 def backward_sup_norm(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
-    """``M = max_{h, i} ‖b_h(x_i)‖_∞`` per member, ``(E,)`` (paper C's ``M``; Chapter 13)."""
+    """``M = max_{h, i} ‖b_h(x_i)‖_∞`` per member, ``(E,)`` (paper C's ``M``; :ref:`ch-parameter-ball`)."""
     return torch.stack([b.abs().flatten(1).max(1).values for b in backward_vectors(params, X, net)], 0).max(0).values
 
 
 def layer_grams(params: Params, X: Tensor, net: Net = Net()) -> list[Tensor]:
-    """Gram matrices of the output gradients, one per parameter tensor (paper C, Chapter 13): for each ``W_h``,
+    """Gram matrices of the output gradients, one per parameter tensor (paper C, :ref:`ch-parameter-ball`): for each ``W_h``,
     ``K_h[i, j] = ⟨∂f_i/∂W_h, ∂f_j/∂W_h⟩ = ⟨u_{h,i}, u_{h,j}⟩ ⟨x_{h−1,i}, x_{h−1,j}⟩`` (each gradient is the
     rank-one matrix ``u_{h,i} x_{h−1,i}ᵀ``), and ``K_a = X_H X_Hᵀ``. Returns ``[K_1, …, K_H, K_a]``, each
     ``(E, n, n)``, in the order of ``params``; their sum is the tangent kernel ``J Jᵀ``. No Jacobian of size
@@ -451,7 +451,7 @@ def layer_grams(params: Params, X: Tensor, net: Net = Net()) -> list[Tensor]:
 
 
 def last_layer_gram(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
-    """Paper C's last-hidden-layer Gram, closed form (Chapter 13):
+    """Paper C's last-hidden-layer Gram, closed form (:ref:`ch-parameter-ball`):
     ``G_H[i, j] = γ ⟨X_i, X_j⟩ m⁻¹ Σ_r a_r² σ'(Z_{i,r}) σ'(Z_{j,r})`` with ``X_i = x_{H−1}(x_i)``,
     ``Z_i = W_H X_i`` and ``γ = s_H²`` (``c_σ`` fully connected, ``c_res²/H²`` residual). Shape ``(E, n, n)``.
     Equals ``layer_grams(...)[H - 1]`` (tested)."""
@@ -471,12 +471,12 @@ def ntk(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
 
 
 def jacobian_norm(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
-    """``‖J‖_op = √λ_max(J Jᵀ)`` per member, shape ``(E,)`` (paper C: ``‖J‖ ≤ T√n`` or ``C√n``; Chapter 13)."""
+    """``‖J‖_op = √λ_max(J Jᵀ)`` per member, shape ``(E,)`` (paper C: ``‖J‖ ≤ T√n`` or ``C√n``; :ref:`ch-parameter-ball`)."""
     return torch.linalg.eigvalsh(ntk(params, X, net))[..., -1].clamp_min(0).sqrt()
 
 
 def gram_drift(G: Tensor, G0: Tensor) -> tuple[Tensor, Tensor]:
-    """Entrywise max and operator norm of ``G − G0`` per member: ``(E,), (E,)`` (paper C; Chapter 13)."""
+    """Entrywise max and operator norm of ``G − G0`` per member: ``(E,), (E,)`` (paper C; :ref:`ch-parameter-ball`)."""
     validation.same_device(G=G, G0=G0)
     validation.tensor("G", G, ndim=3)
     validation.tensor("G0", G0, ndim=3)
@@ -489,7 +489,7 @@ def gram_drift(G: Tensor, G0: Tensor) -> tuple[Tensor, Tensor]:
 # ------------------------------------------------------------------------------------------- directions
 def random_direction(params: Params, D: float, *, generator: torch.Generator | None = None) -> Params:
     """A Gaussian direction with ``‖h‖ = D`` per member (all blocks together), so ``θ0 + h`` lies in the ball
-    ``‖W_h − W_h(0)‖ ≤ D``, ``‖a − a0‖ ≤ D`` of paper C (Chapter 13)."""
+    ``‖W_h − W_h(0)‖ ≤ D``, ``‖a − a0‖ ≤ D`` of paper C (:ref:`ch-parameter-ball`)."""
     check_params(params)
     validation.nonnegative("D", D)
     h = [randn(v.shape, generator=generator, dtype=v.dtype, device=v.device) for v in params]
@@ -498,7 +498,7 @@ def random_direction(params: Params, D: float, *, generator: torch.Generator | N
 
 def gradient_direction(params: Params, X: Tensor, D: float, coef: Tensor, net: Net = Net()) -> Params:
     """``h = D Jᵀc / ‖Jᵀc‖``: a direction in the span of the output gradients, i.e. where gradient descent on a
-    square loss moves (its step is ``−η Jᵀ r``). ``coef``: ``(E, n)``. Rank-one per layer. (Chapter 13)"""
+    square loss moves (its step is ``−η Jᵀ r``). ``coef``: ``(E, n)``. Rank-one per layer. (:ref:`ch-parameter-ball`)"""
     E, _, d, _ = _check(params, X=X)
     _check_X(X, d)
     validation.nonnegative("D", D)
@@ -514,7 +514,7 @@ def gram_ascent_direction(params: Params, X: Tensor, D: float, net: Net = Net())
     """``h = D ∇_θ(uᵀ G_H u) / ‖∇_θ(uᵀ G_H u)‖`` with ``u`` the top eigenvector of ``G_H(θ0)``: to first order in
     ``D`` the direction of the ball that moves the last-hidden-layer Gram the most along ``u`` (steepest ascent).
     Since paper C bounds the drift over the *whole* ball, the drift along this direction is a lower estimate of
-    that supremum (Chapter 13); random or gradient-descent directions move ``G_H`` much less."""
+    that supremum (:ref:`ch-parameter-ball`); random or gradient-descent directions move ``G_H`` much less."""
     E, _, d, _ = _check(params, X=X)
     _check_X(X, d)
     validation.nonnegative("D", D)
@@ -544,7 +544,7 @@ def _one_input(x: Tensor, d: int, E: int) -> Tensor:
 
 
 def output_hvp(params: Params, x: Tensor, v: Params, net: Net = Net(), *, method: str = "autograd") -> Params:
-    """``∇²f(x; θ) v`` per member, ``x``: ``(d,)``; never forms the Hessian (paper C's output Hessian; Chapter 13).
+    """``∇²f(x; θ) v`` per member, ``x``: ``(d,)``; never forms the Hessian (paper C's output Hessian; :ref:`ch-parameter-ball`).
 
     ``method="func"``: forward-over-reverse ``torch.func.jvp(torch.func.grad(f))``; ``method="autograd"`` (default):
     reverse-over-reverse double backward with :func:`torch.autograd.grad`. Both give the same vector (tested); on a
@@ -562,7 +562,7 @@ def output_hvp(params: Params, x: Tensor, v: Params, net: Net = Net(), *, method
 
 def loss_hvp(params: Params, X: Tensor, y: Tensor, v: Params, net: Net = Net()) -> Params:
     """``∇²L(θ) v`` per member for the square loss ``L(θ) = ½ Σ_i (f_i(θ) − y_i)²`` (``X``: ``(n, d)``, ``y``:
-    ``(n,)`` or ``(E, n)``). Paper C: ``∇²L = JᵀJ + Σ_i r_i ∇²f_i`` with ``r = f − y`` (Chapter 13)."""
+    ``(n,)`` or ``(E, n)``). Paper C: ``∇²L = JᵀJ + Σ_i r_i ∇²f_i`` with ``r = f − y`` (:ref:`ch-parameter-ball`)."""
     _, _, d, _ = _check(params, X=X, y=y, v=v)
     _check_X(X, d)
     return _hvp(lambda p: 0.5 * ((_forward(p, X, net)[0] - y) ** 2).sum(), params, v)
@@ -570,7 +570,7 @@ def loss_hvp(params: Params, X: Tensor, y: Tensor, v: Params, net: Net = Net()) 
 
 def weighted_output_hvp(params: Params, X: Tensor, c: Tensor, v: Params, net: Net = Net()) -> Params:
     """``(Σ_i c_i ∇²f_i(θ)) v`` per member, ``c``: ``(E, n)`` held fixed (with ``c = r`` the curvature part of
-    the loss Hessian, ``∇²L − JᵀJ``; paper C, Chapter 13)."""
+    the loss Hessian, ``∇²L − JᵀJ``; paper C, :ref:`ch-parameter-ball`)."""
     E, _, d, _ = _check(params, X=X, c=c, v=v)
     _check_X(X, d)
     if c.shape != (E, X.shape[-2]):
@@ -616,7 +616,7 @@ def output_hessian_norm(
     return_vector: bool = False,
 ):
     """Spectral norm ``‖∇²f(x; θ)‖`` per member, ``(E,)``, by Lanczos on output HVPs (paper C: ``≤ T M (1+D)/√m``
-    or ``C M (1+D)/√m``; Chapter 13). ``x``: ``(d,)``. Returns the norm, then (if asked) the running estimate
+    or ``C M (1+D)/√m``; :ref:`ch-parameter-ball`). ``x``: ``(d,)``. Returns the norm, then (if asked) the running estimate
     ``(E, iters)`` (to show convergence) and the unit top eigenvector (a parameter list). The iteration is
     :func:`companion.curvature.lanczos` without reorthogonalisation (three vectors of length ``P`` per member)."""
     E, _, d, _ = _check(params, x=x)
@@ -635,7 +635,7 @@ def output_hessian_norms(
     params: Params, X: Tensor, net: Net = Net(), *, iters: int = 30, generator: torch.Generator | None = None
 ) -> Tensor:
     """``‖∇²f_i(θ)‖`` for every member and input, ``(E, n)``, in one batched Lanczos run over ``E·n`` copies of the
-    parameters (memory ``E·n`` parameter vectors times four). Paper C's ``max_i ‖∇²f_i‖`` (Chapter 13)."""
+    parameters (memory ``E·n`` parameter vectors times four). Paper C's ``max_i ‖∇²f_i‖`` (:ref:`ch-parameter-ball`)."""
     E, _, d, _ = _check(params, X=X)
     _check_X(X, d, E)
     n = X.shape[-2]
@@ -649,7 +649,7 @@ def loss_hessian_norm(
     params: Params, X: Tensor, y: Tensor, net: Net = Net(), *, iters: int = 30, generator: torch.Generator | None = None
 ) -> Tensor:
     """``‖∇²L(θ)‖`` per member, ``(E,)``, ``L = ½ Σ_i (f_i − y_i)²``, by Lanczos on :func:`loss_hvp`
-    (paper C's loss-Hessian bound ``‖∇²L‖ ≤ ‖J‖² + √n ‖r‖ max_i ‖∇²f_i‖``; Chapter 13)."""
+    (paper C's loss-Hessian bound ``‖∇²L‖ ≤ ‖J‖² + √n ‖r‖ max_i ‖∇²f_i‖``; :ref:`ch-parameter-ball`)."""
     _, _, d, _ = _check(params, X=X, y=y)
     _check_X(X, d)
     res = _operator_norm(
@@ -662,7 +662,8 @@ def weighted_output_hessian_norm(
     params: Params, X: Tensor, c: Tensor, net: Net = Net(), *, iters: int = 30, generator: torch.Generator | None = None
 ) -> Tensor:
     """``‖Σ_i c_i ∇²f_i(θ)‖`` per member, ``(E,)``, by Lanczos on :func:`weighted_output_hvp`; ``c``: ``(E, n)``
-    (paper C, Chapter 13: with ``c = r`` the term that the loss-Hessian bound controls by ``√n ‖r‖ max_i ‖∇²f_i‖``)."""
+    (paper C, :ref:`ch-parameter-ball`: with ``c = r`` the term that the loss-Hessian bound controls by ``√n ‖r‖
+    max_i ‖∇²f_i‖``)."""
     E, _, d, _ = _check(params, X=X, c=c)
     _check_X(X, d)
     if c.shape != (E, X.shape[-2]):
@@ -674,7 +675,7 @@ def weighted_output_hessian_norm(
 
 # ----------------------------------------------------------------------------------------- Taylor remainder
 def jvp_outputs(params: Params, X: Tensor, h: Params, net: Net = Net()) -> Tensor:
-    """``Df(θ) h`` for every input, shape ``(E, n)`` (Chapter 13), from the rank-one structure of the output
+    """``Df(θ) h`` for every input, shape ``(E, n)`` (:ref:`ch-parameter-ball`), from the rank-one structure of the output
     gradients: ``⟨∂f_i/∂W_h, ΔW_h⟩ = u_{h,i}ᵀ ΔW_h x_{h−1,i}`` and ``⟨∂f_i/∂a, Δa⟩ = Δaᵀ x_{H,i}`` (one backward
     pass; equal to ``torch.func.jvp``, tested, which on a CPU carries a large per-call overhead)."""
     _, _, d, H = _check(params, X=X, h=h)
@@ -688,7 +689,7 @@ def jvp_outputs(params: Params, X: Tensor, h: Params, net: Net = Net()) -> Tenso
 
 def taylor_remainder(params: Params, X: Tensor, h: Params, net: Net = Net()) -> Tensor:
     """``|f_i(θ + h) − f_i(θ) − Df_i(θ) h|`` per member and input, shape ``(E, n)`` (paper C's Taylor bound
-    ``≤ T M (1+D) ‖h‖² / (2√m)``; Chapter 13). ``Df(θ) h`` by :func:`jvp_outputs`."""
+    ``≤ T M (1+D) ‖h‖² / (2√m)``; :ref:`ch-parameter-ball`). ``Df(θ) h`` by :func:`jvp_outputs`."""
     _, _, d, _ = _check(params, X=X, h=h)
     _check_X(X, d)
     f0 = _forward(params, X, net)[0]
@@ -698,7 +699,7 @@ def taylor_remainder(params: Params, X: Tensor, h: Params, net: Net = Net()) -> 
 
 # ------------------------------------------------------------------- features and backward vectors in the ball
 def feature_drift(params: Params, X: Tensor, h: Params, net: Net = Net()) -> dict:
-    """How far the forward pass moves from ``θ`` to ``θ + h`` (paper C, step 2.1; Chapter 13): per member and
+    """How far the forward pass moves from ``θ`` to ``θ + h`` (paper C, step 2.1; :ref:`ch-parameter-ball`): per member and
     layer, ``"x"``: ``e_h = max_i ‖x_h(θ + h) − x_h(θ)‖`` (bound ``T D/√m`` fully connected, ``C D/√m``
     residual) and ``"z"``: ``max_i ‖z_h(θ + h) − z_h(θ)‖`` (bound ``T D`` or ``C D``: no ``1/√m``). Each
     ``(E, H)``, column ``h − 1`` for layer ``h``."""
@@ -712,7 +713,7 @@ def feature_drift(params: Params, X: Tensor, h: Params, net: Net = Net()) -> dic
 
 
 def backward_drift(params: Params, X: Tensor, h: Params, net: Net = Net()) -> dict:
-    """The backward vectors ``b_h = ∂f/∂x_h`` inside the ball (paper C, step 3; Chapter 13), per member and layer
+    """The backward vectors ``b_h = ∂f/∂x_h`` inside the ball (paper C, step 3; :ref:`ch-parameter-ball`), per member and layer
     (each ``(E, H)``, column ``h − 1`` for layer ``h``; ``b_H = a``):
 
     * ``"drift"``: ``max_i ‖b_h(θ + h) − b_h(θ)‖₂`` (the proof's ``‖d_h‖ ≤ T M D`` or ``C M D``: no ``1/√m``);
@@ -744,7 +745,7 @@ def ball_measurements(
     hessian: bool = True,
     taylor: bool = True,
 ) -> dict:
-    """Everything Chapter 13 measures at one width/depth/radius, per member (each value ``(E,)``):
+    """Everything :ref:`ch-parameter-ball` measures at one width/depth/radius, per member (each value ``(E,)``):
 
     * ``gram_adv_entry``/``gram_adv_op``: ``‖G_H(θ0 + h) − G_H(θ0)‖`` (entrywise max / operator norm) along the
       steepest-ascent direction of :func:`gram_ascent_direction` with ``‖h‖ = D``; ``gram_gd_entry``/``gram_gd_op``
@@ -816,7 +817,7 @@ def loss_hessian_measurements(
     params: Params, X: Tensor, y: Tensor, D: float, net: Net = Net(), *, iters: int = 20, generator: torch.Generator | None = None
 ) -> dict:
     """Paper C's loss-Hessian and residual bounds at ``θ = θ0 + h``, ``h = −D Jᵀr0/‖Jᵀr0‖`` (the direction of a
-    gradient-descent step on ``L = ½ Σ_i (f_i − y_i)²``), per member, each ``(E,)`` (Chapter 13):
+    gradient-descent step on ``L = ½ Σ_i (f_i − y_i)²``), per member, each ``(E,)`` (:ref:`ch-parameter-ball`):
 
     * ``hess_loss``: ``‖∇²L(θ)‖``; ``J2``: ``‖J(θ)‖²``; ``curv``: ``‖Σ_i r_i ∇²f_i(θ)‖``; ``max_hf``:
       ``max_i ‖∇²f_i(θ)‖`` (Lanczos, ``iters`` steps each; :func:`output_hessian_norms`); ``bound``:
@@ -857,7 +858,7 @@ def radius_measurements(
     iters: int = 20,
     generator: torch.Generator | None = None,
 ) -> dict:
-    """Chapter 13's radius sweep at one width, per radius and member, each value ``(R, E)`` for ``R = len(radii)``
+    """:ref:`ch-parameter-ball`'s radius sweep at one width, per radius and member, each value ``(R, E)`` for ``R = len(radii)``
     (paper C: the Gram, pre-activation and backward drifts are ``O(D)``, the Taylor remainder ``O(D²)``):
 
     * ``gram_adv_entry``: ``max |G_H(θ0 + D u_adv) − G_H(θ0)|`` along the unit steepest-ascent direction ``u_adv``
@@ -907,7 +908,7 @@ def radius_sweep(
     m: int, H: int, radii, *, n: int, d: int, members: int, net: Net = Net(), data_seed: int, init_seed: int, iters: int = 20
 ) -> dict:
     """:func:`radius_measurements` on the inputs and initialisation of :func:`sweep_point` (same seeds, same
-    draws), as numpy arrays ``(R, members)`` (``hess``, ``hess_conv``: ``(members,)``). Paper C (Chapter 13)."""
+    draws), as numpy arrays ``(R, members)`` (``hess``, ``hess_conv``: ``(members,)``). Paper C (:ref:`ch-parameter-ball`)."""
     g = _device.generator(data_seed)
     X = sphere_inputs(members * n, d, generator=g).reshape(members, n, d)
     gi = _device.generator(init_seed)
@@ -933,14 +934,14 @@ def sweep_point(
     hessian: bool = True,
     taylor: bool = True,
 ) -> dict:
-    """One point of Chapter 13's sweeps, as numpy arrays ``(members,)``: each member's own ``n`` inputs on the
+    """One point of :ref:`ch-parameter-ball`'s sweeps, as numpy arrays ``(members,)``: each member's own ``n`` inputs on the
     sphere (``X``: ``(members, n, d)``) and targets ``y ~ N(0, 1)`` from ``device.generator(data_seed)`` (the same
     for every point of a sweep that shares the seed, independent across members, so the spread across members
     includes the inputs' influence), the
     Gaussian initialisation of ``members`` networks of width ``m`` and depth ``H`` from
     ``device.generator(init_seed)``; then :func:`ball_measurements` at radius ``D`` and, with ``loss``, the
     values of :func:`loss_hessian_measurements` under the prefix ``loss_`` (``hessian``, ``taylor``: as in
-    :func:`ball_measurements`). Paper C (Chapter 13)."""
+    :func:`ball_measurements`). Paper C (:ref:`ch-parameter-ball`)."""
     g = _device.generator(data_seed)
     X = sphere_inputs(members * n, d, generator=g).reshape(members, n, d)
     y = randn((members, n), generator=g, dtype=X.dtype, device=X.device)
@@ -955,7 +956,7 @@ def sweep_point(
 def dense_reference_errors(
     params: Params, X: Tensor, y: Tensor, net: Net = Net(), *, iters: int = 60, generator: torch.Generator | None = None
 ) -> dict:
-    """The chapter's matrix-free machinery against dense references on a small network (Chapter 13), each a
+    """The chapter's matrix-free machinery against dense references on a small network (:ref:`ch-parameter-ball`), each a
     float (the largest over members): ``"ntk"``: ``max |J Jᵀ − ntk|`` and ``"gram"``: ``max |J_H J_Hᵀ − G_H|``
     (``J`` by :func:`torch.func.jacrev`); ``"hessian"``: the relative error of :func:`output_hessian_norm` and
     ``"loss_hessian"`` that of :func:`loss_hessian_norm` against the eigenvalues of the dense Hessian
@@ -995,7 +996,7 @@ def dense_reference_errors(
 
 # ------------------------------------------------------------------------------------------ sweep fits
 def radius_exponent(x, Y, confidence: float = 0.999, order: int = 2):
-    """The exponent ``e`` of ``Y(D) = c D^e (1 + κ₁ D + κ₂ D² + …)`` at small ``D`` (Chapter 13's radius rows).
+    """The exponent ``e`` of ``Y(D) = c D^e (1 + κ₁ D + κ₂ D² + …)`` at small ``D`` (:ref:`ch-parameter-ball`'s radius rows).
 
     Per member (column of ``Y``, ``(R, E)``), least squares of ``log Y`` on ``[1, log D, D, …, D^order]``: paper C's
     quantities are analytic along a fixed direction, so their logarithm is ``log c + e log D`` plus a power series

@@ -212,6 +212,13 @@ def test_estimates_give_the_recorded_value_and_interval(monkeypatch):
     check.compare("toy.slope", measured=est, test=est.contains, expected=-0.5, fields={"L": 2})
     row = check.rows[0]
     assert row.value == -0.5 and row.interval == [-0.55, -0.45] and row.measured == str(est)
+    rate = stats.wilson(7, 40, confidence=0.99)
+    check.add("toy.bound", measured=rate, passed=True)
+    row = check.rows[1]
+    assert row.measured == str(rate) == "7/40 = 0.175 [0.071, 0.372] (99% Wilson)"
+    assert row.value == 0.175 and row.interval == [rate.low, rate.high]
+    with pytest.raises(ValueError, match="vectorised"):
+        _check(monkeypatch=monkeypatch).add("toy.bound", measured=stats.wilson([1, 2], 40), passed=True)
 
 
 def _chapter(tmp_path: Path, body: str) -> Path:

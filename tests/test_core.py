@@ -203,15 +203,15 @@ def test_device_policy(monkeypatch):
     assert device.get_device().type == expected
 
 
-def test_wilson_interval_known_value():
-    lo, hi = stats.wilson_interval(50, 100)
-    assert lo == pytest.approx(0.4038, abs=1e-4) and hi == pytest.approx(0.5962, abs=1e-4)
+def test_wilson_known_value():
+    rate = stats.wilson(50, 100)
+    assert rate.low == pytest.approx(0.4038, abs=1e-4) and rate.high == pytest.approx(0.5962, abs=1e-4)
 
 
 def test_loglog_slope_recovers_power():
     x = torch.logspace(0, 3, 20, dtype=torch.float64)
     fit = stats.loglog_slope(x, 3 * x**-0.5)
-    assert fit.slope == pytest.approx(-0.5, abs=1e-12) and fit.contains(-0.5)
+    assert fit.value == pytest.approx(-0.5, abs=1e-12) and fit.contains(-0.5)
 
 
 # ---------------------------------------------------------------- bad inputs raise clear ValueErrors
@@ -242,7 +242,7 @@ def _bad_inputs(gen):
         (lambda: gd.run(lambda p: deepnet.loss_and_gradient(p, X, y, "tanh"), params, 5, 0.1, record_at=[7]), "record_at"),
         (lambda: scale.select({"quick": 1}), "missing"),
         (lambda: device.generator(-1), "seed"),
-        (lambda: stats.wilson_interval(5, 3), "successes"),
+        (lambda: stats.wilson(5, 3), "successes"),
         (lambda: stats.loglog_slope([1, 2, 3], [1, -1, 2]), "positive"),
     ]
 

@@ -1,22 +1,99 @@
 """companion.stats against direct scipy computations and simple references."""
 
+import dataclasses
+import doctest
+
 import numpy as np
 import pytest
+import torch
 from scipy import optimize
 from scipy import stats as sst
 
 from companion import stats
 
 
-def test_wilson_and_loglog_match_scipy():
-    lo, hi = stats.wilson_interval(7, 40, 0.99)
+def test_docstring_examples():
+    result = doctest.testmod(stats, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 10 and result.failed == 0
+
+
+def test_every_public_name_is_exported_and_documented():
+    public = {n for n, v in vars(stats).items() if callable(v) and not n.startswith("_") and v.__module__ == stats.__name__}
+    assert public == set(stats.__all__)
+    for name in stats.__all__:
+        doc = getattr(stats, name).__doc__
+        assert "Parameters" in doc and (name == "Estimate" or "Returns" in doc), name
+        assert ":ref:`ch-" in doc and "Chapter " not in doc, name
+
+
+def test_wilson_matches_scipy_for_one_count():
+    rate = stats.wilson(7, 40, confidence=0.99)
     ref = sst.binomtest(7, 40).proportion_ci(0.99, method="wilson")
-    assert np.isclose(lo, ref.low) and np.isclose(hi, ref.high)
+    assert isinstance(rate, stats.Estimate) and isinstance(rate.low, float)
+    assert np.isclose(rate.low, ref.low) and np.isclose(rate.high, ref.high) and rate.value == 7 / 40
+    assert (rate.successes, rate.trials, rate.confidence, rate.method) == (7, 40, 0.99, "Wilson")
+    assert rate.contains(0.2) is True and rate.contains(0.5) is False and rate.contains(float("nan")) is False
+    assert str(rate) == f"7/40 = 0.175 [{ref.low:.3f}, {ref.high:.3f}] (99% Wilson)"
+
+
+def test_wilson_is_vectorised_and_elementwise():
+    k, n = np.array([0, 3, 40]), np.array([40, 40, 40])
+    rates = stats.wilson(torch.tensor(k), 40, confidence=0.95)
+    assert rates.value.shape == rates.low.shape == rates.high.shape == rates.successes.shape == rates.trials.shape == (3,)
+    for i in range(3):
+        one = stats.wilson(int(k[i]), int(n[i]), confidence=0.95)
+        assert (rates.value[i], rates.low[i], rates.high[i]) == (one.value, one.low, one.high)
+    assert rates.contains(0.15).tolist() == [False, True, False]
+    assert rates.contains(np.array([0.0, 0.5, 1.0])).tolist() == [True, False, True]
+    assert str(rates).count("(95% Wilson)") == 1 and str(rates).startswith("0/40 = 0.000 [0.000, ")
+    with pytest.raises(ValueError):  # frozen, and its arrays are its own and read-only
+        rates.low[0] = 0.5
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rates.low = 0.0
+    with pytest.raises(ValueError, match="successes"):
+        stats.wilson(5, 3)
+    with pytest.raises(ValueError, match="confidence"):
+        stats.wilson(1, 3, confidence=1.0)
+
+
+def test_estimate_text_and_checks():
+    est = stats.Estimate(-0.5, -0.55, -0.45, 0.999, "t-interval")
+    assert str(est) == "-0.500 [-0.550, -0.450] (99.9% t-interval)" and f"{est:.1f}" == "-0.5 [-0.6, -0.5] (99.9% t-interval)"
+    assert str(stats.Estimate(1.0, 0.99999, 1.00002, 0.99)) == "1.000000 [0.999990, 1.000020] (99%)"  # narrow: more digits
+    assert str(stats.Estimate(0.0, 0.0, 0.0, 0.9, "exact")) == "0.000 [0.000, 0.000] (90% exact)"
+    with pytest.raises(ValueError, match="confidence"):
+        stats.Estimate(0.0, -1.0, 1.0, 95)
+    with pytest.raises(ValueError, match="shape"):
+        stats.Estimate(np.zeros(2), np.zeros(3), np.zeros(2), 0.95)
+
+
+def test_mean_is_the_t_interval():
+    x = np.random.default_rng(4).normal(1.0, 2.0, (50, 3))
+    est = stats.mean(x, confidence=0.99)
+    lo, hi = sst.t.interval(0.99, 49, loc=x.mean(0), scale=sst.sem(x, axis=0))
+    assert np.allclose(est.value, x.mean(0)) and np.allclose(est.low, lo) and np.allclose(est.high, hi)
+    assert np.allclose(est.stderr, sst.sem(x, axis=0)) and est.method == "t-interval"
+    one = stats.mean(x[:, 0])
+    assert isinstance(one.value, float) and one.contains(x[:, 0].mean())
+    with pytest.raises(ValueError, match="two samples"):
+        stats.mean(x[:1])
+
+
+def test_slope_fits_match_linregress():
     x = np.array([1, 2, 4, 8, 16.0])
     y = 3 * x**-0.5 * np.array([1.01, 0.99, 1.02, 0.98, 1.0])
     fit = stats.loglog_slope(x, y, 0.99)
     res = sst.linregress(np.log(x), np.log(y))
-    assert np.isclose(fit.slope, res.slope) and np.isclose(fit.high - fit.slope, sst.t.ppf(0.995, 3) * res.stderr)
+    assert np.isclose(fit.value, res.slope) and np.isclose(fit.high - fit.value, sst.t.ppf(0.995, 3) * res.stderr)
+    assert (fit.intercept, fit.stderr) == pytest.approx((res.intercept, res.stderr)) and fit.method == "t-interval"
+    line = stats.linear_slope(np.log(x), np.log(y), 0.99)
+    assert (line.value, line.low, line.high, line.intercept) == (fit.value, fit.low, fit.high, fit.intercept)
+    t = torch.logspace(0, 3, 20, dtype=torch.float64)
+    assert stats.loglog_slope(t, 3 * t**-0.5).value == pytest.approx(-0.5, abs=1e-12)
+    with pytest.raises(ValueError, match="positive"):
+        stats.loglog_slope([1, 2, 3], [1, -1, 2])
+    with pytest.raises(ValueError, match="three"):
+        stats.linear_slope([1, 2], [1, 2])
 
 
 def test_member_slopes_is_the_t_interval_of_per_member_slopes():
@@ -28,6 +105,7 @@ def test_member_slopes_is_the_t_interval_of_per_member_slopes():
     s = np.array([sst.linregress(np.log(x[sel]), np.log(Y[sel, e])).slope for e in range(9)])
     ci = sst.t.interval(0.99, 8, loc=s.mean(), scale=sst.sem(s))
     assert np.isclose(est.value, s.mean()) and np.allclose([est.low, est.high], ci)
+    assert np.isclose(est.stderr, sst.sem(s)) and est.method == "t-interval over members"
     with pytest.raises(ValueError, match="shape"):
         stats.member_slopes(x, Y[:5])
     with pytest.raises(ValueError, match="positive"):
@@ -39,7 +117,7 @@ def test_semilog_slope_matches_linregress():
     y = 5 * 0.9**t * np.exp(np.random.default_rng(1).normal(0, 0.01, 20))
     fit = stats.semilog_slope(t, y, 0.95)
     res = sst.linregress(t, np.log(y))
-    assert np.isclose(fit.slope, res.slope) and fit.contains(np.log(0.9))
+    assert np.isclose(fit.value, res.slope) and np.isclose(fit.intercept, res.intercept) and fit.contains(np.log(0.9))
     with pytest.raises(ValueError):
         stats.semilog_slope(t, -y)
 
@@ -59,7 +137,8 @@ def test_exp_decay_binomial_recovers_the_rate_and_its_mle():
         ],
         [logC, est.value],
     )
-    assert res.success and np.isclose(est.value, res.x[1], atol=1e-5)
+    assert res.success and np.isclose(est.value, res.x[1], atol=1e-5) and np.isclose(est.intercept, res.x[0], atol=1e-4)
+    assert est.high - est.value == pytest.approx(sst.norm.ppf(0.995) * est.stderr) and est.method == "Wald interval"
     with pytest.raises(ValueError, match="no failures"):
         stats.exp_decay_binomial(k, 0 * F, N)
 

@@ -155,18 +155,20 @@ def _number(name: str, value: object) -> float | None:
 
 
 def _measurement(measured) -> tuple[str, float | None, list[float] | None]:
-    """The measured text, and the point value and interval of an estimate (anything with ``value``/``slope`` and
-    ``low``/``high``), or of a plain number."""
+    """The measured text, and the point value and interval of an estimate (a :class:`companion.stats.Estimate`, or
+    anything with ``value`` and ``low``/``high``; its text is ``str(measured)``), or of a plain number."""
     if isinstance(measured, str):
         if not measured.strip():
             raise ValueError("measured must not be empty")
         return measured.strip(), None, None
     if isinstance(measured, (int, float)) and not isinstance(measured, bool):
         return f"{measured:.6g}", float(measured), None
-    point = getattr(measured, "value", getattr(measured, "slope", None))
+    point = getattr(measured, "value", None)
     low, high = getattr(measured, "low", None), getattr(measured, "high", None)
     if point is None:
         raise ValueError(f"measured must be a text, a number or an estimate, got {type(measured).__name__}")
+    if any(x is not None and getattr(x, "ndim", 0) != 0 for x in (point, low, high)):
+        raise ValueError(f"measured must be a single estimate, got a vectorised one: {measured}")
     interval = None if low is None or high is None else [float(low), float(high)]
     return str(measured), float(point), interval
 

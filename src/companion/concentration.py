@@ -257,14 +257,14 @@ def sqrt_law_fit(ratios, deviations, confidence: float = 0.99):
 
     ``ratios``: ``(K,)`` values of ``n/d``; ``deviations``: ``(K, E)``, one curve of searched deviations per member
     (a dimension and a data set). Each member's ``(c1, c2)`` is the least-squares fit without intercept; the result
-    is a pair of :class:`companion.stats.Estimate` (mean over members with a Student-t interval). The ``√(d/n)`` term
+    is a pair of :class:`companion.stats.Estimate` (:func:`companion.stats.mean` over members). The ``√(d/n)`` term
     is Theorem 10's rate; the ``d/n`` term is the finite-size term that the sample covariance and the proof's bound
     (Appendix C.6, Step 4) also carry. A pure ``d/n`` law has ``c1 = 0``; a decay slower than ``√(d/n)`` forces
     ``c2 < 0``.
     """
-    import scipy.stats as sst
+    from dataclasses import replace
 
-    from .stats import Estimate
+    from .stats import mean
 
     rho = np.asarray(ratios, dtype=float).ravel()
     Y = np.asarray(deviations, dtype=float)
@@ -276,10 +276,5 @@ def sqrt_law_fit(ratios, deviations, confidence: float = 0.99):
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     A = np.stack([rho**-0.5, 1 / rho], 1)  # (K, 2)
     coef = np.linalg.lstsq(A, Y, rcond=None)[0]  # (2, E)
-    E = Y.shape[1]
-    q = float(sst.t.ppf(0.5 + confidence / 2, df=E - 1))
-    out = []
-    for c in coef:
-        m, se = float(c.mean()), float(c.std(ddof=1) / math.sqrt(E))
-        out.append(Estimate(m, m - q * se, m + q * se, confidence, "t-interval over members"))
-    return out[0], out[1]
+    c1, c2 = (replace(mean(c, confidence=confidence), method="t-interval over members") for c in coef)
+    return c1, c2

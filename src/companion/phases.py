@@ -228,19 +228,15 @@ def gauss_newton_spectrum(W: Tensor, v: Tensor, X: Tensor) -> Tensor:
 
 def burn_in_slope(sigma, T, confidence: float = 0.99):
     """Least-squares fit ``T = α + β ln(1/σ)`` of the burn-in against the initial scale, with a Student-t interval
-    on ``β`` (Theorem 2's ``T ≳ c′(1/μ) ln(‖a‖/σ)``; Chapter 8). ``sigma``, ``T``: ``(E,)``. Returns a
-    :class:`companion.stats.SlopeFit` (its ``intercept`` is ``α``).
+    on ``β`` (Theorem 2's ``T ≳ c′(1/μ) ln(‖a‖/σ)``; :ref:`ch-three-phases`). ``sigma``, ``T``: ``(E,)``. Returns the
+    :class:`companion.stats.Estimate` of :func:`companion.stats.linear_slope` (its ``intercept`` is ``α``).
     """
-    from scipy import stats as st
-
-    from .stats import SlopeFit
+    from .stats import linear_slope
 
     x, y = np.log(1 / _arr(sigma).astype(float)).ravel(), _arr(T).astype(float).ravel()
     if x.shape != y.shape or x.size < 3 or np.ptp(x) == 0:
         raise ValueError("need at least three burn-ins at two or more initial scales")
-    r = st.linregress(x, y)
-    q = float(st.t.ppf(0.5 + confidence / 2, df=x.size - 2))
-    return SlopeFit(r.slope, r.intercept, r.stderr, r.slope - q * r.stderr, r.slope + q * r.stderr, confidence)
+    return linear_slope(x, y, confidence)
 
 
 def predicted_burn_in_slope(g, mu: float) -> tuple[float, float]:
@@ -253,16 +249,17 @@ def predicted_burn_in_slope(g, mu: float) -> tuple[float, float]:
 
 
 def slope_ratio(num, den, confidence: float = 0.99):
-    """Ratio of two fitted slopes with a delta-method normal interval (Chapter 8's burn-in ``∝ 1/μ``), an
-    :class:`companion.stats.Estimate`. ``num``, ``den``: :class:`companion.stats.SlopeFit`."""
+    """Ratio of two fitted slopes with a delta-method normal interval (the burn-in ``∝ 1/μ`` of :ref:`ch-three-phases`), an
+    :class:`companion.stats.Estimate` (with its ``stderr``). ``num``, ``den``: slope fits
+    (:class:`companion.stats.Estimate` with a ``stderr``, e.g. from :func:`burn_in_slope`)."""
     from scipy import stats as st
 
     from .stats import Estimate
 
-    r = num.slope / den.slope
-    se = abs(r) * math.hypot(num.stderr / num.slope, den.stderr / den.slope)
+    r = num.value / den.value
+    se = abs(r) * math.hypot(num.stderr / num.value, den.stderr / den.value)
     z = float(st.norm.ppf(0.5 + confidence / 2))
-    return Estimate(float(r), float(r - z * se), float(r + z * se), confidence, "delta method")
+    return Estimate(float(r), float(r - z * se), float(r + z * se), confidence, "delta method", stderr=float(se))
 
 
 def refinement_rates(iterations, error, *, low: float = 1e-12, high: float = 1e-7, confidence: float = 0.99):
@@ -280,7 +277,7 @@ def refinement_rates(iterations, error, *, low: float = 1e-12, high: float = 1e-
         out[3, e] = sel.sum()
         if sel.sum() >= 3:
             f = semilog_slope(it[sel], err[sel, e], confidence)
-            out[:3, e] = np.exp([f.slope, f.low, f.high])
+            out[:3, e] = np.exp([f.value, f.low, f.high])
     return out[0], out[1], out[2], out[3].astype(int)
 
 
@@ -399,6 +396,6 @@ def linearised_rates(
         out["h0"][e] = err[it.searchsorted(t0[e]), e] if t0[e] in it else np.nan
         if m.sum() >= 3:
             f = semilog_slope(it[m], err[m, e], confidence)
-            out["q"][e], out["q_low"][e], out["q_high"][e] = np.exp([f.slope, f.low, f.high])
-            out["q_lin"][e] = np.exp(semilog_slope(it[m], pred[e], confidence).slope)
+            out["q"][e], out["q_low"][e], out["q_high"][e] = np.exp([f.value, f.low, f.high])
+            out["q_lin"][e] = np.exp(semilog_slope(it[m], pred[e], confidence).value)
     return out

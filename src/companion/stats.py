@@ -1,9 +1,16 @@
-"""Small statistics every chapter needs: Wilson intervals, Monte Carlo errors, log-log slope fits (and the per-ray
-degree fit of :func:`ray_degree`)."""
+"""Small statistics every chapter needs: binomial rates, Monte Carlo means, slope fits and crossing points.
+
+Every fit and interval here returns one type, :class:`Estimate`: the point value, the two-sided interval
+``[low, high]`` at its ``confidence``, the ``method`` that made the interval, and what a method has more to report
+(a fit's ``intercept`` and ``stderr``, a rate's ``successes`` and ``trials``). Its ``contains(x)`` is the test most
+claim rows apply, and its text is what the claim table shows (:mod:`companion.claims`). Two point fits carry no
+interval: :func:`ray_degree` (a tensor of one exponent per ray) and :func:`crossing` (an array of crossing points).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -12,6 +19,21 @@ from torch import Tensor
 
 from . import validation
 
+__all__ = [
+    "Estimate",
+    "wilson",
+    "mean",
+    "linear_slope",
+    "loglog_slope",
+    "semilog_slope",
+    "member_slopes",
+    "ray_degree",
+    "exp_decay_binomial",
+    "crossing",
+    "bootstrap_crossing",
+    "bootstrap_crossing_exponent",
+]
+
 
 def _np(x) -> np.ndarray:
     if hasattr(x, "detach"):
@@ -19,8 +41,141 @@ def _np(x) -> np.ndarray:
     return np.asarray(x, dtype=float)
 
 
-def wilson_interval(successes, trials, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson score interval for a binomial proportion (vectorised). Used for every failure/success rate."""
+def _field(x):
+    """A float for a single number; otherwise a read-only float array of its own (the estimate is frozen)."""
+    if x is None:
+        return None
+    a = np.array(x, dtype=float)
+    if a.ndim == 0:
+        return float(a)
+    a.flags.writeable = False
+    return a
+
+
+def _decimals(low: float, high: float) -> int:
+    """Decimals that show the interval's width to two significant digits, at least 3 (at most 12)."""
+    width = abs(high - low)
+    if not math.isfinite(width) or width <= 0:
+        return 3
+    return min(12, max(3, 1 - math.floor(math.log10(width))))
+
+
+def _count(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with a two-sided confidence interval ``[low, high]``: the result of every fit and interval
+    of :mod:`companion.stats`, and what the claim tables show (e.g. the rates and decay fits of :ref:`ch-failures`).
+
+    The fields hold floats for one estimate, or arrays of one shape ``(...)`` for a vectorised one (e.g.
+    :func:`wilson` of an array of counts); ``contains`` then answers elementwise.
+
+    Parameters
+    ----------
+    value : float or ndarray, shape (...)
+        The point estimate (a rate ``k/n``, a mean, a fitted slope, a crossing point).
+    low, high : float or ndarray, shape (...)
+        The interval's ends.
+    confidence : float
+        Its coverage, in ``(0, 1)``.
+    method : str
+        How the interval was made (``"Wilson"``, ``"t-interval"``, ``"Wald interval"``, ``"Jeffreys bootstrap"``, …).
+    intercept : float, optional
+        A line fit's intercept (:func:`linear_slope` and its log forms; ``log C`` of :func:`exp_decay_binomial`).
+    stderr : float or ndarray, shape (...), optional
+        The standard error of ``value`` the interval was made from (fits, :func:`mean`).
+    successes, trials : float or ndarray, shape (...), optional
+        The counts behind a binomial rate (:func:`wilson`), shown as ``k/n`` in the text.
+
+    Notes
+    -----
+    ``str`` shows ``value [low, high] (confidence% method)``, preceded by ``k/n =`` for a rate; one estimate per
+    element, separated by ``;``, for a vectorised one. Numbers get three decimals, more where the interval is
+    narrower than 0.01 (enough for two significant digits of its width). A format spec (``f"{est:.2f}"``) sets the
+    numbers' format instead.
+    """
+
+    value: float | np.ndarray
+    low: float | np.ndarray
+    high: float | np.ndarray
+    confidence: float
+    method: str = ""
+    intercept: float | None = None
+    stderr: float | np.ndarray | None = None
+    successes: float | np.ndarray | None = None
+    trials: float | np.ndarray | None = None
+
+    def __post_init__(self):
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"confidence must lie in (0, 1), got {self.confidence}")
+        if not np.shape(self.value) == np.shape(self.low) == np.shape(self.high):
+            raise ValueError(
+                f"value, low and high must have one shape, got {np.shape(self.value)}, {np.shape(self.low)}, "
+                f"{np.shape(self.high)}"
+            )
+
+    def contains(self, x):
+        """Whether ``low ≤ x ≤ high``: a bool for one estimate, a bool array (broadcast against ``x``) for a
+        vectorised one or an array ``x``. ``nan`` lies in no interval."""
+        inside = np.logical_and(np.asarray(self.low) <= x, np.asarray(x) <= self.high)
+        return bool(inside) if inside.ndim == 0 else inside
+
+    def __format__(self, spec: str) -> str:
+        v, lo, hi = (np.asarray(a, dtype=float) for a in (self.value, self.low, self.high))
+        counted = self.successes is not None and self.trials is not None
+        if counted:
+            k, n = (np.broadcast_to(np.asarray(a, dtype=float), v.shape) for a in (self.successes, self.trials))
+        parts = []
+        for i in np.ndindex(v.shape):
+            f = spec or f".{_decimals(float(lo[i]), float(hi[i]))}f"
+            text = f"{v[i]:{f}} [{lo[i]:{f}}, {hi[i]:{f}}]"
+            parts.append(f"{_count(k[i])}/{_count(n[i])} = {text}" if counted else text)
+        level = f"{100 * self.confidence:.4g}%"
+        return "; ".join(parts) + (f" ({level} {self.method})" if self.method else f" ({level})")
+
+    def __str__(self) -> str:
+        return self.__format__("")
+
+
+# ------------------------------------------------------------------------------------------ rates and means
+def wilson(successes, trials, confidence: float = 0.95) -> Estimate:
+    """Wilson score interval for a binomial proportion, for one count or vectorised.
+
+    The rate of every failure and success count of the book: descent violations (:ref:`ch-descent`), stalls at the
+    saddle (:ref:`ch-landscape`), failures of two-neuron GD (:ref:`ch-failures`), recoveries
+    (:ref:`ch-sample-complexity`) and the shapes of wider networks (:ref:`ch-beyond-two`).
+
+    Parameters
+    ----------
+    successes : int, array_like or Tensor, shape (...)
+        Counts ``k``, with ``0 ≤ k ≤ n``.
+    trials : int, array_like or Tensor, shape (...)
+        Trials ``n > 0``, broadcast against ``successes``.
+    confidence : float
+        Coverage of the interval, in ``(0, 1)``.
+
+    Returns
+    -------
+    Estimate
+        ``value = k/n`` with the Wilson interval (clipped to ``[0, 1]``), ``method = "Wilson"``, ``successes`` and
+        ``trials``; floats for a single count, arrays of the broadcast shape ``(...)`` otherwise.
+
+    Examples
+    --------
+    >>> from companion import stats
+    >>> rate = stats.wilson(7, 40, confidence=0.99)
+    >>> print(rate)
+    7/40 = 0.175 [0.071, 0.372] (99% Wilson)
+    >>> rate.contains(0.5), round(rate.low, 4)
+    (False, 0.0706)
+    >>> rates = stats.wilson([0, 20], 40)
+    >>> rates.contains(0.4)
+    array([False,  True])
+    >>> print(rates)
+    0/40 = 0.000 [0.000, 0.088]; 20/40 = 0.500 [0.352, 0.648] (95% Wilson)
+    """
     k, n = _np(successes), _np(trials)
     if np.any(n <= 0) or np.any(k < 0) or np.any(k > n):
         raise ValueError("need 0 <= successes <= trials and trials > 0")
@@ -31,65 +186,9 @@ def wilson_interval(successes, trials, confidence: float = 0.95) -> tuple[np.nda
     denom = 1 + z**2 / n
     centre = (p + z**2 / (2 * n)) / denom
     half = z * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
-    return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
-
-
-def mean_and_se(samples, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Monte Carlo mean and its standard error ``s / √N`` along ``axis``."""
-    x = _np(samples)
-    n = x.shape[axis]
-    if n < 2:
-        raise ValueError("need at least two samples for a standard error")
-    return x.mean(axis=axis), x.std(axis=axis, ddof=1) / np.sqrt(n)
-
-
-@dataclass(frozen=True)
-class SlopeFit:
-    """Least-squares fit ``log y = intercept + slope · log x`` with a confidence interval on the slope."""
-
-    slope: float
-    intercept: float
-    stderr: float
-    low: float
-    high: float
-    confidence: float
-
-    def contains(self, value: float) -> bool:
-        return self.low <= value <= self.high
-
-    def __str__(self) -> str:
-        return f"{self.slope:.3f} [{self.low:.3f}, {self.high:.3f}] ({100 * self.confidence:.0f}% CI)"
-
-
-def loglog_slope(x, y, confidence: float = 0.95) -> SlopeFit:
-    """Fit the log-log slope of ``y`` against ``x`` (both positive) with a Student-t interval."""
-    x, y = _np(x).ravel(), _np(y).ravel()
-    if x.shape != y.shape or x.size < 3:
-        raise ValueError("need at least three (x, y) pairs of equal length")
-    if np.any(x <= 0) or np.any(y <= 0) or not np.all(np.isfinite(x)) or not np.all(np.isfinite(y)):
-        raise ValueError("log-log fit needs finite positive x and y")
-    res = _st.linregress(np.log(x), np.log(y))
-    t = _st.t.ppf(0.5 + confidence / 2, df=x.size - 2)
-    return SlopeFit(res.slope, res.intercept, res.stderr, res.slope - t * res.stderr, res.slope + t * res.stderr, confidence)
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A point estimate with a two-sided confidence interval ``[low, high]``."""
-
-    value: float
-    low: float
-    high: float
-    confidence: float
-    method: str = ""
-
-    def contains(self, value: float) -> bool:
-        return self.low <= value <= self.high
-
-    def __str__(self) -> str:
-        return f"{self.value:.3f} [{self.low:.3f}, {self.high:.3f}] ({100 * self.confidence:.0f}% {self.method})".replace(
-            " )", ")"
-        )
+    low, high = np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
+    k, n = np.broadcast_arrays(k, n)
+    return Estimate(_field(p), _field(low), _field(high), confidence, "Wilson", successes=_field(k), trials=_field(n))
 
 
 def _t_quantile(confidence: float, df: int) -> float:
@@ -98,13 +197,182 @@ def _t_quantile(confidence: float, df: int) -> float:
     return float(_st.t.ppf(0.5 + confidence / 2, df=df))
 
 
+def mean(samples, axis: int = 0, confidence: float = 0.95) -> Estimate:
+    """Monte Carlo mean with its standard error ``s/√N`` and the Student-t interval ``mean ± t_{N−1} s/√N``.
+
+    The average over an ensemble's members (:func:`member_slopes`; the Theorem 10 fit of
+    :ref:`ch-uniform-concentration`).
+
+    Parameters
+    ----------
+    samples : array_like or Tensor, shape (..., N, ...)
+        ``N ≥ 2`` independent draws along ``axis``.
+    axis : int
+        The axis of the draws.
+    confidence : float
+        Coverage of the interval, in ``(0, 1)``.
+
+    Returns
+    -------
+    Estimate
+        ``value`` the mean, ``stderr`` its standard error, ``method = "t-interval"``; floats for a 1-d sample,
+        arrays of the remaining shape otherwise.
+    """
+    x = _np(samples)
+    if x.ndim == 0:
+        raise ValueError("need an array of samples")
+    n = x.shape[axis]
+    if n < 2:
+        raise ValueError("need at least two samples for a standard error")
+    m, se = x.mean(axis=axis), x.std(axis=axis, ddof=1) / np.sqrt(n)
+    half = _t_quantile(confidence, n - 1) * se
+    return Estimate(_field(m), _field(m - half), _field(m + half), confidence, "t-interval", stderr=_field(se))
+
+
+# ------------------------------------------------------------------------------------------ slope fits
+def _line(x: np.ndarray, y: np.ndarray, confidence: float) -> Estimate:
+    res = _st.linregress(x, y)
+    q = _t_quantile(confidence, x.size - 2)
+    return Estimate(
+        float(res.slope),
+        float(res.slope - q * res.stderr),
+        float(res.slope + q * res.stderr),
+        confidence,
+        "t-interval",
+        intercept=float(res.intercept),
+        stderr=float(res.stderr),
+    )
+
+
+def _pairs(x, y) -> tuple[np.ndarray, np.ndarray]:
+    x, y = _np(x).ravel(), _np(y).ravel()
+    if x.shape != y.shape or x.size < 3:
+        raise ValueError("need at least three (x, y) pairs of equal length")
+    return x, y
+
+
+def linear_slope(x, y, confidence: float = 0.95) -> Estimate:
+    """Least-squares fit ``y = intercept + slope · x`` with a Student-t interval on the slope (``N − 2`` degrees of
+    freedom).
+
+    The burn-in against ``ln(1/σ)`` of Theorem 2 (:func:`companion.phases.burn_in_slope`, :ref:`ch-three-phases`);
+    :func:`loglog_slope` and :func:`semilog_slope` are this fit on logarithms.
+
+    Parameters
+    ----------
+    x, y : array_like or Tensor, shape (N,)
+        Finite abscissae (not all equal) and ordinates, ``N ≥ 3``.
+    confidence : float
+        Coverage of the interval, in ``(0, 1)``.
+
+    Returns
+    -------
+    Estimate
+        ``value`` the slope, with ``intercept`` and ``stderr``, ``method = "t-interval"``.
+
+    Examples
+    --------
+    >>> from companion import stats
+    >>> fit = stats.linear_slope([0, 1, 2, 3], [1.0, 3.1, 4.9, 7.0], confidence=0.99)
+    >>> print(fit)
+    1.980 [1.559, 2.401] (99% t-interval)
+    >>> fit.contains(2.0), round(fit.intercept, 3), round(fit.stderr, 4)
+    (True, 1.03, 0.0424)
+    """
+    x, y = _pairs(x, y)
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        raise ValueError("a linear fit needs finite x and y")
+    return _line(x, y, confidence)
+
+
+def loglog_slope(x, y, confidence: float = 0.95) -> Estimate:
+    """Least-squares fit ``log y = intercept + slope · log x`` with a Student-t interval on the slope: a power law
+    ``y ∝ x^slope``.
+
+    The order of a finite-difference error (:ref:`ch-setup`), the growth of the bounds' slack with the width
+    (:ref:`ch-smoothness`), the continuity of the closed-form Hessian (:ref:`ch-closed-forms`) and the loss decrease
+    near the saddles of Theorem 1 (:ref:`ch-landscape`).
+
+    Parameters
+    ----------
+    x, y : array_like or Tensor, shape (N,)
+        Finite positive values, ``N ≥ 3``.
+    confidence : float
+        Coverage of the interval, in ``(0, 1)``.
+
+    Returns
+    -------
+    Estimate
+        ``value`` the exponent, with ``intercept`` (of ``log y``) and ``stderr``, ``method = "t-interval"``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from companion import stats
+    >>> x = np.array([1.0, 2.0, 4.0, 8.0, 16.0])
+    >>> fit = stats.loglog_slope(x, 3 * x**-0.5 * np.array([1.01, 0.99, 1.02, 0.98, 1.0]), confidence=0.99)
+    >>> print(fit)
+    -0.504 [-0.551, -0.458] (99% t-interval)
+    >>> fit.contains(-0.5), fit.contains(-1.0)
+    (True, False)
+    """
+    x, y = _pairs(x, y)
+    if np.any(x <= 0) or np.any(y <= 0) or not np.all(np.isfinite(x)) or not np.all(np.isfinite(y)):
+        raise ValueError("log-log fit needs finite positive x and y")
+    return _line(np.log(x), np.log(y), confidence)
+
+
+def semilog_slope(t, y, confidence: float = 0.95) -> Estimate:
+    """Least-squares fit ``log y = intercept + slope · t`` (``y > 0``) with a Student-t interval on the slope.
+
+    A linear (geometric) rate: ``e^slope`` is the contraction factor per unit of ``t`` (Theorem 2's refinement phase,
+    :ref:`ch-three-phases`; the depth dependence of the Gram drift, :ref:`ch-parameter-ball`).
+
+    Parameters
+    ----------
+    t : array_like or Tensor, shape (N,)
+        Finite abscissae, ``N ≥ 3``.
+    y : array_like or Tensor, shape (N,)
+        Finite positive values.
+    confidence : float
+        Coverage of the interval, in ``(0, 1)``.
+
+    Returns
+    -------
+    Estimate
+        ``value`` the slope of ``log y``, with ``intercept`` and ``stderr``, ``method = "t-interval"``.
+    """
+    t, y = _pairs(t, y)
+    if np.any(y <= 0) or not np.all(np.isfinite(t)) or not np.all(np.isfinite(y)):
+        raise ValueError("a semilog fit needs finite t and finite positive y")
+    return _line(t, np.log(y), confidence)
+
+
 def member_slopes(x, Y, confidence: float = 0.95, *, x_min: float | None = None) -> Estimate:
     """Mean over members of per-member log-log slopes, with a Student-t interval across members.
 
-    ``x``: ``(R,)`` positive abscissae; ``Y``: ``(R, E)``, one positive curve per member (column). Each member's slope
-    is the least-squares slope of ``log Y[:, e]`` on ``log x`` over ``x ≥ x_min`` (all points by default); the
-    interval is ``mean ± t_{E−1} · s/√E`` over the ``E`` slopes. Used for rates measured on an ensemble: the Hessian's
-    growth along rays (Chapter 2) and the O(T^(−1/L)) exponents of Theorem 4.8 (Chapter 4).
+    Each member's slope is the least-squares slope of ``log Y[:, e]`` on ``log x`` over ``x ≥ x_min``; the
+    interval is ``mean ± t_{E−1} · s/√E`` over the ``E`` slopes (:func:`mean`). Used for rates measured on an
+    ensemble: the Hessian's growth along rays (:ref:`ch-smoothness`), the O(T^(−1/L)) exponents of Theorem 4.8
+    (:ref:`ch-rate`), the decay of Theorem 10's deviation (:ref:`ch-uniform-concentration`) and the width, input and
+    depth exponents of paper C (:ref:`ch-parameter-ball`).
+
+    Parameters
+    ----------
+    x : array_like or Tensor, shape (R,)
+        Positive abscissae.
+    Y : array_like or Tensor, shape (R, E)
+        One positive curve per member (column), ``E ≥ 2``.
+    confidence : float
+        Coverage of the interval, in ``(0, 1)``.
+    x_min : float, optional
+        Fit only the abscissae ``x ≥ x_min`` (all by default); at least three must remain.
+
+    Returns
+    -------
+    Estimate
+        ``value`` the mean slope, ``stderr`` its standard error across members,
+        ``method = "t-interval over members"``.
     """
     x, Y = _np(x).ravel(), _np(Y)
     if Y.ndim != 2 or Y.shape[0] != x.size:
@@ -118,9 +386,7 @@ def member_slopes(x, Y, confidence: float = 0.95, *, x_min: float | None = None)
     ly = np.log(ly)
     xc = lx - lx.mean()
     slopes = (xc @ (ly - ly.mean(axis=0))) / (xc @ xc)
-    m, se = mean_and_se(slopes)
-    half = _t_quantile(confidence, slopes.size - 1) * se
-    return Estimate(float(m), float(m - half), float(m + half), confidence, "t-interval over members")
+    return replace(mean(slopes, confidence=confidence), method="t-interval over members")
 
 
 def ray_degree(s, lam, correction: int) -> Tensor:
@@ -159,28 +425,29 @@ def ray_degree(s, lam, correction: int) -> Tensor:
     return coef[0] / scale[0]
 
 
-def semilog_slope(t, y, confidence: float = 0.95) -> SlopeFit:
-    """Fit ``log y = intercept + slope · t`` (``y > 0``) with a Student-t interval on the slope.
-
-    A linear (geometric) rate: ``e^slope`` is the contraction factor per unit of ``t`` (Theorem 2's refinement phase,
-    Chapter 8; the depth dependence of the Gram drift, Chapter 13).
-    """
-    t, y = _np(t).ravel(), _np(y).ravel()
-    if t.shape != y.shape or t.size < 3:
-        raise ValueError("need at least three (t, y) pairs of equal length")
-    if np.any(y <= 0) or not np.all(np.isfinite(t)) or not np.all(np.isfinite(y)):
-        raise ValueError("a semilog fit needs finite t and finite positive y")
-    res = _st.linregress(t, np.log(y))
-    q = _t_quantile(confidence, t.size - 2)
-    return SlopeFit(res.slope, res.intercept, res.stderr, res.slope - q * res.stderr, res.slope + q * res.stderr, confidence)
-
-
 def exp_decay_binomial(k, failures, trials, confidence: float = 0.95) -> Estimate:
     """Binomial maximum likelihood of ``p_k = C e^{−c k}`` from failure counts, with a Wald interval on ``c``.
 
-    ``k``, ``failures``, ``trials``: ``(K,)``; zero counts are allowed. The interval is ``ĉ ± z · se`` with ``se``
-    from the inverse Fisher information of ``(log C, c)``. Paper B's failure probability against the width
-    (Chapter 9).
+    The interval is ``ĉ ± z · se`` with ``se`` from the inverse Fisher information of ``(log C, c)``; zero counts
+    are allowed. Paper B's failure probability against the width and against the input dimension
+    (:ref:`ch-failures`).
+
+    Parameters
+    ----------
+    k : array_like, shape (K,)
+        The abscissae (widths, dimensions), ``K ≥ 2``.
+    failures : array_like, shape (K,)
+        Failure counts, ``0 ≤ failures ≤ trials``, not all zero.
+    trials : array_like, shape (K,)
+        Runs at each ``k``, positive.
+    confidence : float
+        Coverage of the interval, in ``(0, 1)``.
+
+    Returns
+    -------
+    Estimate
+        ``value`` the rate ``ĉ``, ``intercept`` the fitted ``log C``, ``stderr`` the Wald standard error of ``ĉ``,
+        ``method = "Wald interval"``.
     """
     from scipy import optimize
 
@@ -207,15 +474,28 @@ def exp_decay_binomial(k, failures, trials, confidence: float = 0.95) -> Estimat
     info = (g * (N * p / (1 - p))) @ g.T
     se = float(np.sqrt(np.linalg.inv(info)[1, 1]))
     z = float(_st.norm.ppf(0.5 + confidence / 2))
-    return Estimate(float(c), float(c - z * se), float(c + z * se), confidence, "Wald interval")
+    return Estimate(float(c), float(c - z * se), float(c + z * se), confidence, "Wald interval", intercept=float(logC), stderr=se)
 
 
+# ------------------------------------------------------------------------------------------ crossing points
 def crossing(p, x, level: float = 0.5) -> np.ndarray:
-    """Where the running maximum of ``p`` first reaches ``level``, interpolated linearly in ``log x``.
+    """Where the running maximum of ``p`` first reaches ``level``, interpolated linearly in ``log x``: the sample
+    size at which a success rate reaches one half (:ref:`ch-sample-complexity`). A point, without an interval:
+    :func:`bootstrap_crossing` adds one.
 
-    ``p``: ``(..., K)`` values at increasing positive abscissae ``x (K,)``; returns ``(...)`` (``inf`` where the level
-    is never reached, ``x[0]`` where it is reached at once). The sample size at which a success rate reaches one half
-    (Chapter 10).
+    Parameters
+    ----------
+    p : array_like, shape (..., K)
+        Values at the abscissae ``x``.
+    x : array_like, shape (K,)
+        Increasing positive abscissae, ``K ≥ 2``.
+    level : float
+        The level to reach.
+
+    Returns
+    -------
+    ndarray, shape (...)
+        The crossing points: ``inf`` where the level is never reached, ``x[0]`` where it is reached at once.
     """
     p, x = _np(p), _np(x).ravel()
     if p.shape[-1] != x.size or x.size < 2 or np.any(np.diff(x) <= 0) or np.any(x <= 0):
@@ -239,10 +519,30 @@ def bootstrap_crossing(
 ) -> Estimate:
     """:func:`crossing` of the success rate ``counts / trials`` with a parametric bootstrap interval.
 
-    ``counts``: ``(K,)`` successes out of ``trials`` (an int or ``(K,)``) at abscissae ``x (K,)``. Each bootstrap
-    replicate draws every rate from its Jeffreys posterior ``Beta(k + ½, n − k + ½)``; the interval is the central
-    ``confidence`` quantile range of the replicated crossings (Chapter 10). ``rng``: a ``numpy.random.Generator``
-    (e.g. :func:`companion.device.numpy_rng`).
+    Each bootstrap replicate draws every rate from its Jeffreys posterior ``Beta(k + ½, n − k + ½)``; the interval
+    is the central ``confidence`` quantile range of the replicated crossings (:ref:`ch-sample-complexity`).
+
+    Parameters
+    ----------
+    counts : array_like, shape (K,)
+        Successes at the abscissae ``x``.
+    trials : int or array_like, shape (K,)
+        Trials, positive.
+    x : array_like, shape (K,)
+        Increasing positive abscissae.
+    level : float
+        The level the rate must reach.
+    boot : int
+        Bootstrap replicates.
+    rng : numpy.random.Generator
+        Required, so that the interval is reproducible (e.g. :func:`companion.device.numpy_rng`).
+    confidence : float
+        Coverage of the interval, in ``(0, 1)``.
+
+    Returns
+    -------
+    Estimate
+        ``value`` the crossing of the measured rates (``inf`` if never reached), ``method = "Jeffreys bootstrap"``.
     """
     k = _np(counts).ravel()
     n = np.broadcast_to(_np(trials), k.shape)
@@ -262,13 +562,38 @@ def bootstrap_crossing_exponent(
 ) -> Estimate:
     """Growth exponent of a crossing point with the problem size, with a joint parametric bootstrap interval.
 
-    ``counts``: ``(D, K)`` successes out of ``trials`` (an int or ``(D, K)``) at abscissae ``x (K,)`` for each of ``D``
-    problem sizes ``sizes (D,)``. At each size the crossing ``c_s`` of the success rate is found with
-    :func:`crossing`; with ``x_per_size`` the abscissae are ratios to the size (e.g. ``n/d``) and the crossing point
-    is ``n_s = s · c_s``. The value is the least-squares slope of ``log n_s`` on ``log s`` (``n ∝ s^slope``). Every
-    bootstrap replicate redraws all rates from their Jeffreys posteriors ``Beta(k + ½, n − k + ½)`` and refits; a
-    replicate that never reaches ``level`` at some size counts as ``+inf``. The interval is the central
-    ``confidence`` quantile range. Paper B's sample complexity ``n ∝ d`` (Chapter 10).
+    At each size the crossing ``c_s`` of the success rate is found with :func:`crossing`; with ``x_per_size`` the
+    abscissae are ratios to the size (e.g. ``n/d``) and the crossing point is ``n_s = s · c_s``. The value is the
+    least-squares slope of ``log n_s`` on ``log s`` (``n ∝ s^slope``). Every bootstrap replicate redraws all rates
+    from their Jeffreys posteriors ``Beta(k + ½, n − k + ½)`` and refits; a replicate that never reaches ``level``
+    at some size counts as ``+inf``. The interval is the central ``confidence`` quantile range. Paper B's sample
+    complexity ``n ∝ d`` (:ref:`ch-sample-complexity`).
+
+    Parameters
+    ----------
+    counts : array_like, shape (D, K)
+        Successes at the abscissae ``x`` for each of the ``D`` problem sizes.
+    trials : int or array_like, shape (D, K)
+        Trials, positive.
+    x : array_like, shape (K,)
+        Increasing positive abscissae (ratios to the size with ``x_per_size``).
+    sizes : array_like, shape (D,)
+        Positive problem sizes, ``D ≥ 2``.
+    level : float
+        The level the rate must reach.
+    boot : int
+        Bootstrap replicates.
+    rng : numpy.random.Generator
+        Required, so that the interval is reproducible (e.g. :func:`companion.device.numpy_rng`).
+    confidence : float
+        Coverage of the interval, in ``(0, 1)``.
+    x_per_size : bool
+        Whether ``x`` is a ratio to the size.
+
+    Returns
+    -------
+    Estimate
+        ``value`` the exponent of the measured rates, ``method = "Jeffreys bootstrap"``.
     """
     k = _np(counts)
     s, xs = _np(sizes).ravel(), _np(x).ravel()

@@ -1,4 +1,4 @@
-"""Uniform concentration of the gated second moment (paper B, Theorem 10 and Lemma 11; Chapter 12).
+"""Uniform concentration of the gated second moment (paper B, Theorem 10 and Lemma 11; :ref:`ch-uniform-concentration`).
 
 For data ``x_1..x_n ~ N(0, I_d)`` and a pair of directions ``(w, w*)``,
 
@@ -81,7 +81,8 @@ def _moments(X: Tensor, u: Tensor, w: Tensor, feats) -> Tensor:
 
 def empirical_gate_moment(X: Tensor, u: Tensor, w: Tensor) -> Tensor:
     """``M̂(u_b, w_b) = (1/n) Σ_i 1{x_iᵀu_b ≥ 0} 1{x_iᵀw_b ≥ 0} x_i x_iᵀ`` for every pair ``b`` (paper B, Section 6.7;
-    Chapter 12). ``X``: ``(n, d)``; ``u, w``: ``(B, d)`` → ``(B, d, d)``. The upper triangles of all pairs come from
+    :ref:`ch-uniform-concentration`). ``X``: ``(n, d)``; ``u, w``: ``(B, d)`` → ``(B, d, d)``. The upper triangles of
+    all pairs come from
     one matrix product of the ``(B, n)`` gates with the ``(n, d(d+1)/2)`` outer products ``x_i x_iᵀ``."""
     _check_pairs(X, u, w)
     return _moments(X, u, w, _outer_features(X))
@@ -100,7 +101,7 @@ def _deviation(X: Tensor, u: Tensor, w: Tensor, feats) -> Tensor:
 
 
 def deviation(X: Tensor, u: Tensor, w: Tensor) -> Tensor:
-    """``‖M̂(u_b, w_b) − M(u_b, w_b)‖_op`` for every pair, shape ``(B,)`` (Theorem 10's quantity; Chapter 12).
+    """``‖M̂(u_b, w_b) − M(u_b, w_b)‖_op`` for every pair, shape ``(B,)`` (Theorem 10's quantity; :ref:`ch-uniform-concentration`).
     ``M`` from :func:`companion.population.gate_second_moment`."""
     _check_pairs(X, u, w)
     return _deviation(X, u, w, _outer_features(X))
@@ -119,7 +120,7 @@ def _sym_opnorm(A: Tensor) -> Tensor:
 def random_pairs(
     B: int, d: int, *, generator: torch.Generator | None = None, like: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
-    """``B`` pairs ``(u, w)`` uniform on the sphere pair, each ``(B, d)`` (Chapter 12)."""
+    """``B`` pairs ``(u, w)`` uniform on the sphere pair, each ``(B, d)`` (:ref:`ch-uniform-concentration`)."""
     validation.positive_int("B", B)
     validation.positive_int("d", d)
     kw = {} if like is None else {"dtype": like.dtype, "device": like.device}
@@ -128,7 +129,7 @@ def random_pairs(
 
 def random_search(X: Tensor, evaluations: int, *, generator: torch.Generator | None = None) -> Tensor:
     """Baseline lower bound on ``δ*``: the largest deviation over ``evaluations`` uniformly random pairs, as a
-    running maximum of shape ``(evaluations,)`` (Chapter 12)."""
+    running maximum of shape ``(evaluations,)`` (:ref:`ch-uniform-concentration`)."""
     validation.tensor("X", X, ndim=2)
     validation.positive_int("evaluations", evaluations)
     u, w = random_pairs(evaluations, X.shape[1], generator=generator, like=X)
@@ -147,7 +148,7 @@ def search_sup(
     extra_pairs: tuple[Tensor, Tensor] | None = None,
 ) -> dict:
     """Lower bound on ``δ* = sup ‖M̂ − M‖_op`` by random start + accept-if-better local search (see module
-    docstring; Theorem 10, Chapter 12).
+    docstring; Theorem 10, :ref:`ch-uniform-concentration`).
 
     ``initial`` random pairs (plus ``extra_pairs`` if given, e.g. pairs met along a GD trajectory) are evaluated; the
     best ``chains`` start a batched (1+λ) evolution strategy with λ = ``proposals`` for ``rounds`` rounds.
@@ -192,7 +193,8 @@ def search_sup(
 
 # ------------------------------------------------------------------------------------------ Lemma 11
 def gradient_gap_ratio(W: Tensor, v: Tensor, X: Tensor, a: Tensor) -> dict:
-    """Lemma 11's ratio along a trajectory (paper B; Chapter 12), for ``k = 2`` with signed ``v = [+v1, −v2]``.
+    """Lemma 11's ratio along a trajectory (paper B; :ref:`ch-uniform-concentration`), for ``k = 2`` with signed ``v
+    = [+v1, −v2]``.
 
     With ``h1 = v1 w1 − a``, ``h2 = v2 w2 + a`` (the paper's notation, ``v_i > 0``), error ``e = ‖h1‖ + ‖h2‖``:
     ``ratio_i = ‖∇̂_{w_i} L − ∇_{w_i} L‖ / (v_i e)``, empirical gradient from
@@ -224,7 +226,8 @@ def gradient_gap_ratio(W: Tensor, v: Tensor, X: Tensor, a: Tensor) -> dict:
 
 
 def path_deviation(W: Tensor, v: Tensor, X: Tensor, a: Tensor, points: int = 33) -> Tensor:
-    """The largest ``‖M̂ − M‖_op`` over the pairs that Lemma 11's proof integrates over (Chapter 12): for neuron
+    """The largest ``‖M̂ − M‖_op`` over the pairs that Lemma 11's proof integrates over
+    (:ref:`ch-uniform-concentration`): for neuron
     ``w_1`` the pairs ``(a + t h1, w1)`` and ``(−a + t h2, w1)``, for ``w_2`` the pairs ``(a + t h1, w2)`` and
     ``(−a + t h2, w2)``, ``t`` on a grid of ``points`` values in ``[0, 1]``. Since
     ``∇̂_{w1} − ∇_{w1} = v1 [∫ (M̂ − M)(a + t h1, w1) dt h1 − ∫ (M̂ − M)(−a + t h2, w1) dt h2]`` (and likewise for
@@ -253,7 +256,7 @@ def path_deviation(W: Tensor, v: Tensor, X: Tensor, a: Tensor, points: int = 33)
 
 # ------------------------------------------------------------------------------------------ the rate
 def sqrt_law_fit(ratios, deviations, confidence: float = 0.99):
-    """Fit ``δ̂ ≈ c1 √(d/n) + c2 d/n`` per curve and average over curves (paper B, Theorem 10; Chapter 12).
+    """Fit ``δ̂ ≈ c1 √(d/n) + c2 d/n`` per curve and average over curves (paper B, Theorem 10; :ref:`ch-uniform-concentration`).
 
     ``ratios``: ``(K,)`` values of ``n/d``; ``deviations``: ``(K, E)``, one curve of searched deviations per member
     (a dimension and a data set). Each member's ``(c1, c2)`` is the least-squares fit without intercept; the result

@@ -1,6 +1,6 @@
 """The three phases of paper B's Theorem 2 on recorded trajectories: phase boundaries, the invariants of
 Lemmas 3-7 with the constants of Appendix C.1-C.5, the linearised growth rate that sets the burn-in, and the
-mechanism behind the failure probability of Theorem 2's initialisation (Chapters 8 and 9).
+mechanism behind the failure probability of Theorem 2's initialisation (:ref:`ch-three-phases` and :ref:`ch-failures`).
 
 Every function takes the history of :func:`companion.gd.run` with the observers of
 :func:`companion.relunet.make_observers` as numpy arrays: ``theta``, ``v``, ``w_norm``, ``imbalance`` of shape
@@ -52,7 +52,7 @@ def _arr(x) -> np.ndarray:
 def first_hit(mask, iterations) -> np.ndarray:
     """First recorded iteration at which ``mask (R, E)`` holds, per member ``(E,)``; ``−1`` where it never does.
 
-    The phase boundaries ``T_1`` and ``T_2`` of Theorem 2 (Chapter 8).
+    The phase boundaries ``T_1`` and ``T_2`` of Theorem 2 (:ref:`ch-three-phases`).
     """
     mask, it = _arr(mask).astype(bool), _arr(iterations)
     if mask.ndim != 2 or mask.shape[0] != it.shape[0]:
@@ -79,7 +79,7 @@ class Invariance:
 
 
 def invariance(values, level: float, iterations, *, until=None) -> Invariance:
-    """Whether ``{values ≤ level}`` is forward invariant along each member's trajectory (Lemmas 4-5, Chapter 8).
+    """Whether ``{values ≤ level}`` is forward invariant along each member's trajectory (Lemmas 4-5, :ref:`ch-three-phases`).
 
     ``values``: ``(R, E)`` (e.g. the larger of the two angles); ``iterations``: ``(R,)``; ``until``: optional
     ``(E,)`` last iteration to inspect per member (e.g. the end of phase 2 for Lemma 7). The worst value is
@@ -99,7 +99,7 @@ def invariance(values, level: float, iterations, *, until=None) -> Invariance:
 def imbalance_drift(h: dict, iterations, mu, *, error_min: float = 1e-6) -> dict:
     """Lemma 3 (Appendix C.1) on a recorded trajectory: the one-step drift of ``b_i = ‖w_i‖² − v_i²`` against
     the paper's bound ``c_6 μ² (‖w_i‖² + v_i²) ‖diag(v)W − W*‖²`` (``c_6 = 6``) and against the sharper
-    ``(5/2) μ² v_i² ‖diag(v)W − W*‖²`` that Lemma 12's constant gives for the population gradient (Chapter 8).
+    ``(5/2) μ² v_i² ‖diag(v)W − W*‖²`` that Lemma 12's constant gives for the population gradient (:ref:`ch-three-phases`).
 
     ``h``: history with ``imbalance, v, w_norm (R, E, k)`` and ``error (R, E)``; consecutive recorded iterations
     ``t, t + 1`` give the drift. ``mu``: ``(E,)`` or a float. Only steps with ``error > error_min`` count (below,
@@ -148,7 +148,8 @@ def phase1_invariants(h: dict, iterations, mu, T1) -> dict:
 def initial_event(W0, v0, sigma) -> np.ndarray:
     """Appendix C.4's initial event, per member ``(E,)`` bool: ``|v_i(0)| ≥ ‖w_i(0)‖/2`` and
     ``σ/2 ≤ |v_i(0)| ≤ 2σ`` for both neurons (both ``‖w_i(0)‖²`` and ``v_i(0)²`` are ``σ²χ²_d/d``), which holds with
-    probability ``1 − Ce^{−cd}`` (Lemma 6; Chapter 8). ``W0 (E, k, d)``, ``v0 (E, k)``, ``sigma`` a float or ``(E,)``.
+    probability ``1 − Ce^{−cd}`` (Lemma 6; :ref:`ch-three-phases`). ``W0 (E, k, d)``, ``v0 (E, k)``, ``sigma`` a
+    float or ``(E,)``.
     """
     W0, v0 = _arr(W0), np.abs(_arr(v0))
     sig = np.broadcast_to(_arr(sigma).astype(float), (v0.shape[0],))[:, None]
@@ -159,7 +160,7 @@ def initial_event(W0, v0, sigma) -> np.ndarray:
 def growth_rate(X: Tensor, a: Tensor, *, iters: int = 50) -> Tensor:
     """The linearised growth rate of the small-weight phase on data ``X (n, d)``, per sign ``(2,)`` (``+a``
     then ``−a``): ``g = ‖c(w)‖`` at the fixed point ``w ∝ s·c(w)`` of ``c(w) = (1/n) Σ_j 1{wᵀx_j > 0} x_j x_jᵀ a``
-    (paper B, Section 6.4's ``w_1 ← w_1 + μ(v_1 a/2 + ζ)``; Chapter 8).
+    (paper B, Section 6.4's ``w_1 ← w_1 + μ(v_1 a/2 + ζ)``; :ref:`ch-three-phases`).
 
     Near the origin GD moves ``(|v_i|, ŵ·w_i)`` by the matrix ``[[1, μg], [μg, 1]]``, so the error grows by
     ``1 + μg`` per step and the burn-in grows by ``1/ln(1 + μg)`` per unit of ``ln(1/σ)``. For the population
@@ -183,7 +184,7 @@ def growth_rate(X: Tensor, a: Tensor, *, iters: int = 50) -> Tensor:
 def chi2_flip_probability(d) -> np.ndarray:
     """Probability that one output weight of Theorem 2's initialisation changes sign in the small-weight phase
     on the population loss: ``q(d) = P(Z > χ_d)`` with ``Z ~ N(0, 1)`` independent of ``χ_d``, by quadrature
-    (Chapter 9).
+    (:ref:`ch-failures`).
 
     With ``w_i ~ N(0, σ²/d I)`` and ``|v_i| = σχ_d/√d`` the growth sign is ``sign(v_i + w_iᵀâ)``
     (:func:`companion.relunet.growth_sign`, ``â = a/‖a‖``), and ``s_i w_iᵀâ ~ N(0, σ²/d)``, so a flip happens when
@@ -199,7 +200,7 @@ def chi2_flip_probability(d) -> np.ndarray:
 def chi2_failure_probability(d) -> np.ndarray:
     """Failure probability of Theorem 2's initialisation on the population loss, ``k = 2``: the two growth
     signs agree, i.e. exactly one of the two output weights flips, ``2q(1 − q)`` with
-    ``q =`` :func:`chi2_flip_probability` (paper B's ``1 − Ce^{−cd}``; Chapter 9). ``d``: ``(D,)`` → ``(D,)``.
+    ``q =`` :func:`chi2_flip_probability` (paper B's ``1 − Ce^{−cd}``; :ref:`ch-failures`). ``d``: ``(D,)`` → ``(D,)``.
     """
     q = chi2_flip_probability(d)
     return 2 * q * (1 - q)
@@ -207,7 +208,7 @@ def chi2_failure_probability(d) -> np.ndarray:
 
 def gauss_newton_spectrum(W: Tensor, v: Tensor, X: Tensor) -> Tensor:
     """Eigenvalues of the Gauss-Newton matrix ``JᵀJ/n`` of the empirical loss at ``(W, v)``, ascending,
-    ``(E, k(d + 1))`` (the Hessian at an exact fit; Theorem 2's local refinement phase, Chapter 8).
+    ``(E, k(d + 1))`` (the Hessian at an exact fit; Theorem 2's local refinement phase, :ref:`ch-three-phases`).
 
     ``J`` is the Jacobian of the outputs ``f(x_j) = Σ_i v_i ReLU(w_iᵀx_j)`` with respect to ``(W, v)``. The first
     ``k`` eigenvalues are zero (the rescalings ``(w_i, v_i) → (c w_i, v_i/c)``); near the planted solution GD
@@ -243,7 +244,7 @@ def predicted_burn_in_slope(g, mu: float) -> tuple[float, float]:
     """The burn-in slope ``dT/d ln(1/σ)`` that the linearised growth predicts, as the range
     ``[1/ln(1 + μ g_max), 1/ln(1 + μ g_min)]`` over the neurons' growth rates ``g`` (:func:`growth_rate`). The
     escape from the origin (every ``|v_i|`` above a small level) waits for the slower neuron, so its slope is the
-    upper end; Chapter 8 tests it there, in the small-weight regime."""
+    upper end; :ref:`ch-three-phases` tests it there, in the small-weight regime."""
     g = _arr(g).astype(float)
     return float(1 / np.log1p(mu * g.max())), float(1 / np.log1p(mu * g.min()))
 
@@ -265,7 +266,7 @@ def slope_ratio(num, den, confidence: float = 0.99):
 def refinement_rates(iterations, error, *, low: float = 1e-12, high: float = 1e-7, confidence: float = 0.99):
     """Per-member contraction factor ``q`` of the error in the refinement phase, from
     :func:`companion.stats.semilog_slope` on the recorded iterations where ``low < error < high`` (Theorem 2's linear
-    rate; Chapter 8). ``iterations (R,)``, ``error (R, E)`` → ``(q, q_low, q_high, points)``, each ``(E,)``
+    rate; :ref:`ch-three-phases`). ``iterations (R,)``, ``error (R, E)`` → ``(q, q_low, q_high, points)``, each ``(E,)``
     (``nan`` where the window holds fewer than three points).
     """
     from .stats import semilog_slope
@@ -283,7 +284,7 @@ def refinement_rates(iterations, error, *, low: float = 1e-12, high: float = 1e-
 
 def failure_table(agree, fail) -> np.ndarray:
     """2 × 2 table of a sign predictor against the outcome: rows "signs agree" / "signs differ", columns "failed" /
-    "succeeded" (Section 4's mechanism; Chapter 9). ``agree``, ``fail``: ``(E,)`` bool."""
+    "succeeded" (Section 4's mechanism; :ref:`ch-failures`). ``agree``, ``fail``: ``(E,)`` bool."""
     agree, fail = _arr(agree).astype(bool), _arr(fail).astype(bool)
     if agree.shape != fail.shape:
         raise ValueError(f"agree and fail must have the same shape, got {agree.shape} and {fail.shape}")
@@ -293,7 +294,7 @@ def failure_table(agree, fail) -> np.ndarray:
 def mcnemar_exact(right_a, right_b) -> float:
     """One-sided exact McNemar test that predictor ``b`` is right more often than predictor ``a`` on the same runs:
     the binomial tail ``P(X ≥ n_b)`` with ``X ~ Bin(n_a + n_b, 1/2)`` over the discordant runs (``n_b``: only ``b``
-    right; ``n_a``: only ``a`` right). ``right_a``, ``right_b``: ``(E,)`` bool. Chapter 9's growth signs against the
+    right; ``n_a``: only ``a`` right). ``right_a``, ``right_b``: ``(E,)`` bool. :ref:`ch-failures`'s growth signs against the
     initial signs."""
     from scipy import stats as st
 
@@ -306,7 +307,7 @@ def mcnemar_exact(right_a, right_b) -> float:
 
 def linearised_errors(W_start: Tensor, v_start: Tensor, W_end: Tensor, v_end: Tensor, X: Tensor, a: Tensor, mu, offsets):
     """The planted error ``h = ‖diag(|v|)W − W*‖`` predicted by GD linearised at its limit (Theorem 2's local
-    refinement phase, Chapter 8).
+    refinement phase, :ref:`ch-three-phases`).
 
     Near an exact fit the Hessian of the empirical loss is the Gauss-Newton matrix ``H = JᵀJ/n`` at the limit
     ``θ* = (W_end, v_end)``, and GD moves the deviation ``δ = θ − θ*`` by ``δ ← (I − μH) δ``. Started from
@@ -364,7 +365,7 @@ def linearised_rates(
     confidence: float = 0.99,
 ) -> dict:
     """Measured and predicted contraction factors of the refinement phase, per member (Theorem 2's linear rate;
-    Chapter 8).
+    :ref:`ch-three-phases`).
 
     For each member the start ``t_0`` is the last snapshot (``snapshot_at`` of :func:`companion.gd.run`) at or
     before the first recorded iteration with ``error < high``; the fit uses the recorded iterations ``t ≥ t_0``

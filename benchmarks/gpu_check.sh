@@ -21,9 +21,9 @@
 # paper scale; four at a time with the unit tests beside them). The script prints its own wall time; the
 # benchmark (benchmarks/gpu/bench.sh) is a separate call.
 #
-# Tests left out here: tests/test_chapter_seeds.py (every chapter at quick scale at three seeds: step 3 runs
-# them at paper scale instead) and tests/test_browser.py (needs Chromium). Tests that need jupyter-book or
-# playwright skip or fail visibly when those are absent; they do not concern the device.
+# Tests left out here: tests/book/ (the chapters, the website and the browser check: step 3 runs every chapter at
+# paper scale instead, and the website is built on the CPU). The unit tests (tests/unit/, tests/*.py) and the
+# repository checks run; those that need jupyter-book or playwright skip when they are absent.
 #
 # Notebook packages: the GPU machine has torch, numpy, scipy, matplotlib, pytest and tqdm but not nbformat,
 # nbclient, ipykernel, ipywidgets or jupytext. Bring them as wheels for CPython 3.12 in the ignored folder .whl/
@@ -53,7 +53,7 @@ DEV=${GPU_CHECK_DEVICE:-cuda}
 SCALE=${GPU_CHECK_SCALE:-paper}
 WORKERS=${GPU_CHECK_WORKERS:-4}
 CPU_CLAIMS=${CPU_CLAIMS:-_build/html/claims.json}
-TESTS=${GPU_CHECK_TESTS:-tests --ignore=tests/test_chapter_seeds.py --ignore=tests/test_browser.py}
+TESTS=${GPU_CHECK_TESTS:-tests --ignore=tests/book}
 export PYTHONPATH="$PWD/src:$PWD/benchmarks${PYTHONPATH:+:$PYTHONPATH}"
 export COMPANION_PROGRESS=0 COMPANION_DEVICE=$DEV
 SUMMARY="$OUT_DIR/summary.txt"

@@ -23,7 +23,7 @@ def pytest_configure(config):
 
 def _runs_after_the_chapters(item) -> int:
     """0 for most tests; 1 for the coverage computed from the records; 2 for the browser check (nbval's outputs)."""
-    if item.nodeid.startswith("tests/test_browser.py"):
+    if item.nodeid.startswith("tests/book/test_browser.py"):
         return 2
     return int("test_every_result_is_checked_by_a_row_that_ran" in item.nodeid)
 

@@ -17,7 +17,7 @@ For the landing page and every chapter in ``_toc.yml`` it serves ``HTML_DIR`` (d
   in ``.ipynb``, the download serves the chapter's paired notebook and the ``.md`` its source;
 
 and saves a full-page JPEG screenshot per page in light and in dark theme to ``--out`` (default
-``artifacts/screenshots``). Exit status 1 when any page has a problem. ``tests/test_browser.py`` runs the same
+``artifacts/screenshots``). Exit status 1 when any page has a problem. ``tests/book/test_browser.py`` runs the same
 checks on the site the test suite builds.
 
 Set-up: ``pip install playwright`` (in ``requirements.txt``) and ``apt-get install chromium``; ``$CHROMIUM``

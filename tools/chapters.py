@@ -126,31 +126,33 @@ def problems() -> list[str]:
 
 
 def format_cells(only: list[str] | None = None) -> list[Path]:
-    """ruff-format every code cell of the chapters (``book/ruff.toml``) in their ``.md``; returns the files changed."""
+    """ruff's safe fixes and formatter on the chapters' code (``book/ruff.toml``), written back into the ``.md``.
+
+    ruff works on the paired notebook (it sees the chapter's cells together, so an import used three cells later
+    is not "unused"); the fixed cells are then copied into the ``.md`` in order. Returns the files changed.
+    """
     changed = []
     for md in chapters():
         if only and not any(md.stem in o or str(md).endswith(o) for o in only):
             continue
+        nb_path = md.with_suffix(".ipynb")
+        nb_path.write_text(notebook_json(md))
+        for args in (["check", "--fix", "--quiet", "--exit-zero"], ["format", "--quiet"]):
+            subprocess.run([sys.executable, "-m", "ruff", *args, str(nb_path)], cwd=ROOT, check=True)
+        fixed = [c for c in json.loads(nb_path.read_text())["cells"] if c["cell_type"] == "code"]
         nb = jupytext.read(md)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        if len(code) != len(fixed):
+            raise RuntimeError(f"{md.name}: ruff changed the number of code cells")
         dirty = False
-        for cell in nb.cells:
-            if cell.cell_type != "code" or not cell.source.strip():
-                continue
-            proc = subprocess.run(
-                [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(md.with_suffix(".py")), "-"],
-                input=cell.source,
-                capture_output=True,
-                text=True,
-                cwd=ROOT,
-            )
-            if proc.returncode != 0:
-                raise RuntimeError(f"{md.name}: ruff could not format a cell:\n{proc.stderr}\n{cell.source}")
-            new = proc.stdout.rstrip("\n")
-            if new != cell.source:
-                cell.source, dirty = new, True
+        for cell, new in zip(code, fixed):
+            source = "".join(new["source"]).rstrip("\n")
+            if source != cell.source:
+                cell.source, dirty = source, True
         if dirty:
             md.write_text(jupytext.writes(nb, fmt="md:myst"))
             changed.append(md)
+        nb_path.write_text(notebook_json(md))
     return changed
 
 

@@ -16,7 +16,7 @@ Generic over the model: a *loss function* here maps a batch of flat parameter ve
 * :func:`flatten` / :func:`unflatten` / :func:`deepnet_loss_fn` — adapters for parameter lists (paper A's
   :mod:`companion.deepnet`, paper C's :mod:`companion.widenet`, :ref:`ch-parameter-ball`) and for dicts of tensors.
 
-Validated in float64 against the dense Hessian to ``rtol = 1e-8`` (``tests/test_curvature.py``).
+Validated in float64 against the dense Hessian to ``rtol = 1e-8`` (``tests/unit/test_curvature.py``).
 """
 
 from __future__ import annotations

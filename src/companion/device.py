@@ -17,7 +17,7 @@ device.
    :func:`log_uniform`, :func:`randint`, :func:`randperm`) or through the package's own samplers built on them
    (``deepnet.init_params``, ``deepnet.ball_data``, ``relunet.gaussian_data``, ``relunet.xavier_init``, …).
    Chapters never call ``torch.randn``/``rand``/``randint``/``randperm``/``normal``/``bernoulli``/``multinomial``
-   themselves (``tests/test_book.py`` fails when one does);
+   themselves (``tests/book/test_book.py`` fails when one does);
 3. the draw is made in the requested dtype on the CPU, so a float64 chapter is bit-identical on CPU and GPU
    (a float32 run draws other numbers: its stream is that of float32);
 4. ``COMPANION_SEED=k`` offsets every seed passed to :func:`generator` by ``k``: one switch reruns every

@@ -38,7 +38,7 @@ The decision, first match wins:
 5. otherwise → ``live`` (falling back to ``static`` with a note when ipywidgets is not installed).
 
 Used by the saddle/failure chapters (init scale σ, k) and the rate chapter (L, init scale); see
-``tests/test_explore.py``.
+``tests/unit/test_explore.py``.
 """
 
 from __future__ import annotations

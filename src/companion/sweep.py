@@ -13,7 +13,7 @@ members (the last one shorter). Block ``b`` of setting ``s`` draws its initialis
 generator, seeded from ``(seed + COMPANION_SEED, s, b)``, and is trained by one :func:`companion.gd.run`
 call. Blocks are dealt to ranks round-robin. A member's numbers therefore depend only on the configuration:
 not on the number of processes, nor on which rank trained it (the same block shapes run the same kernels),
-so a 2-process run reproduces a 1-process run bit for bit (``tests/test_sweep.py``). Memory per process is
+so a 2-process run reproduces a 1-process run bit for bit (``tests/unit/test_sweep.py``). Memory per process is
 one block's.
 
 **Results.** Each block returns per-member arrays; rank 0 gathers them (``gather_object``, which works on

@@ -8,7 +8,7 @@ Which site (see the ``site`` fixture), first that applies:
    figures, tracebacks and explorers are checked as rendered, and nothing is executed a second time
    (the fixture asserts that). This costs one build without execution (~15-30 s here), not a second run of
    every chapter, which would double the suite's ~10 minutes;
-3. otherwise (e.g. ``pytest tests/test_browser.py`` alone) the suite's own ``-W`` build with execution off
+3. otherwise (e.g. ``pytest tests/book/test_browser.py`` alone) the suite's own ``-W`` build with execution off
    (``built_site``): everything but the cell outputs is checked.
 
 Checked on every page: maths typeset by the site's own MathJax (offline), images load, figures opaque, no
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import browser_check as bc  # noqa: E402
 

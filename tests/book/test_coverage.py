@@ -12,7 +12,7 @@ import yaml
 
 from companion import _book, claims, registry, scale
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = _book.inventory(ROOT)
 RESULTS = {r["id"]: r for r in _book.coverage_inventory(ROOT)}
 REGS = registry.load_all(ROOT / "book" / "claims")

@@ -12,7 +12,7 @@ import pytest
 
 from companion import claims, registry
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import robustness  # noqa: E402
 

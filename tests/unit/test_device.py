@@ -72,3 +72,17 @@ def test_same_device_names_both_tensors():
     with pytest.raises(ValueError, match="X has dtype torch.float32 but W has dtype torch.float64"):
         validation.same_device(W=a, X=a.float())
     validation.same_device(W=a, X=a.clone())
+
+
+def test_device_policy(monkeypatch):
+    monkeypatch.delenv("COMPANION_DTYPE", raising=False)
+    assert device.get_dtype() == torch.float64
+    device.set_policy("cpu", "float32")
+    try:
+        assert device.resolve() == (torch.device("cpu"), torch.float32)
+    finally:
+        device.set_policy()
+    assert device.get_dtype() == torch.float64
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    monkeypatch.delenv("COMPANION_DEVICE", raising=False)
+    assert device.get_device().type == expected

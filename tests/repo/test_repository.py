@@ -8,7 +8,7 @@ import tomllib
 
 import companion
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROCESS_WORDS = re.compile(
     r"\bissue #?\d+|\bthe issue asks|\bthe lead\b|\bas agreed\b|\bhelper engineers?\b|"
     r"\bother engineers\b|\bUTC, as agreed\b",

@@ -1,4 +1,5 @@
-"""Unit tests of the core: paper A's network and gradient (Lemma 4.2), the ensemble GD engine, the policies."""
+"""Tests of companion.deepnet (paper A's network; ch-setup): Lemma 4.2's gradient against gradcheck and
+autograd, the ensemble axis, clear errors on bad inputs, the zero-embedding."""
 
 import pytest
 import torch
@@ -15,7 +16,6 @@ def _problem(gen, widths=(4, 5, 3, 1), E=3, n=10, init=1.0):
     return params, X, y
 
 
-# ---------------------------------------------------------------- Lemma 4.2
 @pytest.mark.parametrize("act", SMOOTH)
 def test_explicit_gradient_passes_gradcheck(gen, act):
     """torch.autograd.gradcheck on the explicit recursion, wrapped as a Function with its gradient as backward."""
@@ -83,138 +83,6 @@ def test_ensemble_members_are_independent(gen):
     assert torch.equal(batched, alone) or torch.allclose(batched, alone, rtol=1e-15, atol=0)
 
 
-# ---------------------------------------------------------------- activations
-@pytest.mark.parametrize("act", SMOOTH)
-def test_registry_constants_match_measurement(act):
-    a = activations.get(act)
-    m = activations.measure_constants(act, num=400_001)
-    assert m["c1"] <= a.c1 + 1e-12
-    assert m["c2"] == pytest.approx(a.c2, rel=1e-6)
-    assert m["c3"] == pytest.approx(a.c3, abs=1e-6)
-    assert max(a.constants().values()) <= 1
-
-
-@pytest.mark.parametrize("act", SMOOTH)
-def test_stored_derivatives_match_autograd(act):
-    a = activations.get(act)
-    x = torch.linspace(-30, 30, 2001, dtype=torch.float64, requires_grad=True)
-    (d1,) = torch.autograd.grad(a.fn(x).sum(), x, create_graph=True)
-    d2 = torch.autograd.grad(d1.sum(), x)[0] if d1.requires_grad else torch.zeros_like(x)  # linear: σ'' ≡ 0
-    assert torch.allclose(d1.detach(), a.d1(x.detach()), rtol=1e-12, atol=1e-15)
-    assert torch.allclose(d2, a.d2(x.detach()), rtol=1e-10, atol=1e-14)
-
-
-def test_relu_has_no_smoothness_constant():
-    relu = activations.get("relu")
-    assert not relu.smooth
-    with pytest.raises(ValueError, match="not smooth"):
-        _ = relu.c3
-    with pytest.raises(ValueError, match="not smooth"):
-        relu.require_smooth()
-
-
-# ---------------------------------------------------------------- the engine
-def test_engine_equals_per_member_loop(gen):
-    """One batched run equals E separate single-member runs, to 1e-12, with per-member steps."""
-    params, X, y = _problem(gen, E=5)
-    etas = torch.tensor([0.01, 0.05, 0.1, 0.2, 0.3], dtype=torch.float64)
-    lg = lambda p: deepnet.loss_and_gradient(p, X, y, "tanh")  # noqa: E731
-    batched = gd.run(lg, params, 50, etas, record_at=range(51), observers={"gn": gd.grad_norm_sq})
-    for e in range(5):
-        alone = gd.run(
-            lg, [w[e : e + 1] for w in params], 50, float(etas[e]), record_at=range(51), observers={"gn": gd.grad_norm_sq}
-        )
-        for a, b in zip(batched.params, alone.params):
-            assert torch.allclose(a[e : e + 1], b, rtol=1e-12, atol=1e-14)
-        assert torch.allclose(batched.history["loss"][:, e], alone.history["loss"][:, 0], rtol=1e-12, atol=1e-14)
-        assert torch.allclose(batched.history["gn"][:, e], alone.history["gn"][:, 0], rtol=1e-12, atol=1e-14)
-
-
-def test_engine_matches_hand_written_gd(gen):
-    params, X, y = _problem(gen, E=2)
-    ws = [w.clone() for w in params]
-    for _ in range(20):
-        _, g = deepnet.loss_and_gradient(ws, X, y, "softplus")
-        ws = [w - 0.1 * gw for w, gw in zip(ws, g)]
-    res = gd.run(lambda p: deepnet.loss_and_gradient(p, X, y, "softplus"), params, 20, 0.1)
-    for a, b in zip(res.params, ws):
-        assert torch.allclose(a, b, rtol=1e-13, atol=1e-15)
-    assert res.history["loss"].shape == (2, 2)
-
-
-def test_divergent_member_is_flagged_and_others_continue(gen):
-    """A huge step makes one linear-network member blow up; it is flagged and frozen, the rest converge."""
-    params, X, y = _problem(gen, widths=(3, 3, 1), E=4, init=0.5)
-    etas = torch.tensor([0.05, 0.05, 1e6, 0.05], dtype=torch.float64)
-    lg = lambda p: deepnet.loss_and_gradient(p, X, y, "linear")  # noqa: E731
-    res = gd.run(lg, params, 300, etas, record_at=range(301))
-    assert res.diverged.tolist() == [False, False, True, False]
-    t = int(res.diverged_at[2])
-    assert 0 <= t < 300
-    assert torch.isnan(res.history["loss"][t + 1 :, 2]).all()  # nothing recorded after the flag
-    assert torch.isfinite(res.history["loss"][:t, 2]).all()
-    for w in res.params:
-        assert torch.isfinite(w).all()  # frozen at its last finite iterate
-    healthy = res.history["loss"][:, [0, 1, 3]]
-    assert (healthy[-1] < healthy[0]).all()
-    alone = gd.run(lg, [w[[0, 1, 3]] for w in params], 300, 0.05)
-    for a, b in zip(res.params, alone.params):
-        assert torch.allclose(a[[0, 1, 3]], b, rtol=1e-12, atol=1e-14)
-
-
-def test_record_at_and_step_rule(gen):
-    params, X, y = _problem(gen, E=2)
-    seen = []
-
-    def rule(p, loss, grads, t):
-        seen.append(t)
-        return torch.full_like(loss, 0.1)
-
-    res = gd.run(lambda p: deepnet.loss_and_gradient(p, X, y, "tanh"), params, 10, rule, record_at=[0, 5, 10])
-    assert seen == list(range(10))
-    assert res.iterations.tolist() == [0, 5, 10]
-    assert torch.isnan(res.history["eta"][-1]).all() and (res.history["eta"][0] == 0.1).all()
-
-
-def test_log_spaced():
-    r = gd.log_spaced(10_000, 30)
-    assert r[0] == 0 and r[-1] == 10_000 and (r.diff() > 0).all()
-
-
-# ---------------------------------------------------------------- device, scale and statistics policies
-def test_scale_switch(monkeypatch):
-    monkeypatch.setenv("COMPANION_SCALE", "quick")
-    assert scale.select({"quick": 1, "paper": 2}) == 1
-    monkeypatch.delenv("COMPANION_SCALE")
-    assert scale.current() == "paper"
-
-
-def test_device_policy(monkeypatch):
-    monkeypatch.delenv("COMPANION_DTYPE", raising=False)
-    assert device.get_dtype() == torch.float64
-    device.set_policy("cpu", "float32")
-    try:
-        assert device.resolve() == (torch.device("cpu"), torch.float32)
-    finally:
-        device.set_policy()
-    assert device.get_dtype() == torch.float64
-    expected = "cuda" if torch.cuda.is_available() else "cpu"
-    monkeypatch.delenv("COMPANION_DEVICE", raising=False)
-    assert device.get_device().type == expected
-
-
-def test_wilson_known_value():
-    rate = stats.wilson(50, 100)
-    assert rate.low == pytest.approx(0.4038, abs=1e-4) and rate.high == pytest.approx(0.5962, abs=1e-4)
-
-
-def test_loglog_slope_recovers_power():
-    x = torch.logspace(0, 3, 20, dtype=torch.float64)
-    fit = stats.loglog_slope(x, 3 * x**-0.5)
-    assert fit.value == pytest.approx(-0.5, abs=1e-12) and fit.contains(-0.5)
-
-
-# ---------------------------------------------------------------- bad inputs raise clear ValueErrors
 def _bad_inputs(gen):
     params, X, y = _problem(gen)
     nan_X = X.clone()

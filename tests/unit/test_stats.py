@@ -178,3 +178,14 @@ def test_bootstrap_crossing_exponent_recovers_a_linear_law():
     assert est.contains(1.0) and not est.contains(2.0) and not est.contains(0.0)
     with pytest.raises(ValueError, match="shape"):
         stats.bootstrap_crossing_exponent(counts[:, :3], 400, ratios, sizes, rng=rng)
+
+
+def test_wilson_known_value():
+    rate = stats.wilson(50, 100)
+    assert rate.low == pytest.approx(0.4038, abs=1e-4) and rate.high == pytest.approx(0.5962, abs=1e-4)
+
+
+def test_loglog_slope_recovers_power():
+    x = torch.logspace(0, 3, 20, dtype=torch.float64)
+    fit = stats.loglog_slope(x, 3 * x**-0.5)
+    assert fit.value == pytest.approx(-0.5, abs=1e-12) and fit.contains(-0.5)

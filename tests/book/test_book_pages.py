@@ -11,7 +11,7 @@ from docutils import nodes  # noqa: E402
 from companion import _book, registry  # noqa: E402
 from companion.claims import ClaimCheck  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_toc_chapters_are_the_jupytext_chapters_in_toc_order():

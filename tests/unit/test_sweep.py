@@ -17,7 +17,7 @@ import pytest
 
 from companion import sweep
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = {
     "experiment": "failure_vs_width",
     "members": 40,

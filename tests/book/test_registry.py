@@ -10,7 +10,7 @@ import pytest
 
 from companion import _book, registry
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import registry as history  # noqa: E402  (tools/registry.py)
 

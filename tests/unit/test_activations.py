@@ -1,0 +1,44 @@
+"""Tests of companion.activations (Assumption 3.1's constants; ch-setup)."""
+
+import pytest
+import torch
+
+from companion import activations, deepnet
+
+SMOOTH = activations.SMOOTH
+
+
+def _problem(gen, widths=(4, 5, 3, 1), E=3, n=10, init=1.0):
+    params = deepnet.init_params(list(widths), E, init, generator=gen, device="cpu", dtype=torch.float64)
+    X = deepnet.ball_data(n, widths[0], generator=gen, device="cpu", dtype=torch.float64)
+    y = torch.randn(n, generator=gen, dtype=torch.float64)
+    return params, X, y
+
+
+@pytest.mark.parametrize("act", SMOOTH)
+def test_registry_constants_match_measurement(act):
+    a = activations.get(act)
+    m = activations.measure_constants(act, num=400_001)
+    assert m["c1"] <= a.c1 + 1e-12
+    assert m["c2"] == pytest.approx(a.c2, rel=1e-6)
+    assert m["c3"] == pytest.approx(a.c3, abs=1e-6)
+    assert max(a.constants().values()) <= 1
+
+
+@pytest.mark.parametrize("act", SMOOTH)
+def test_stored_derivatives_match_autograd(act):
+    a = activations.get(act)
+    x = torch.linspace(-30, 30, 2001, dtype=torch.float64, requires_grad=True)
+    (d1,) = torch.autograd.grad(a.fn(x).sum(), x, create_graph=True)
+    d2 = torch.autograd.grad(d1.sum(), x)[0] if d1.requires_grad else torch.zeros_like(x)  # linear: σ'' ≡ 0
+    assert torch.allclose(d1.detach(), a.d1(x.detach()), rtol=1e-12, atol=1e-15)
+    assert torch.allclose(d2, a.d2(x.detach()), rtol=1e-10, atol=1e-14)
+
+
+def test_relu_has_no_smoothness_constant():
+    relu = activations.get("relu")
+    assert not relu.smooth
+    with pytest.raises(ValueError, match="not smooth"):
+        _ = relu.c3
+    with pytest.raises(ValueError, match="not smooth"):
+        relu.require_smooth()

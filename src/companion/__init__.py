@@ -1,3 +1,10 @@
-"""Executable companion: shared package."""
+"""Executable companion to three papers on gradient descent for neural networks: the shared package.
+
+Import the module of a concept (``from companion import gd, relunet, claims``); ``book/api/index.md`` groups them by
+paper and concept, and each public function's docstring names the result it implements and the chapter (by label)
+that explains it.
+"""
+
+__all__ = ["__version__"]
 
 __version__ = "0.1.0"

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+__all__ = ["Activation", "REGISTRY", "SMOOTH", "get", "measure_constants"]
+
 
 @dataclass(frozen=True)
 class Activation:

@@ -31,6 +31,17 @@ from torch import Tensor
 from . import population, validation
 from .device import randn
 
+__all__ = [
+    "empirical_gate_moment",
+    "deviation",
+    "random_pairs",
+    "random_search",
+    "search_sup",
+    "gradient_gap_ratio",
+    "path_deviation",
+    "sqrt_law_fit",
+]
+
 
 def _unit(u: Tensor) -> Tensor:
     return u / u.norm(dim=-1, keepdim=True)

@@ -32,6 +32,21 @@ from torch import Tensor
 from . import deepnet, validation
 from .device import randn
 
+__all__ = [
+    "flatten",
+    "unflatten",
+    "deepnet_loss_fn",
+    "hvp",
+    "hessian",
+    "LanczosResult",
+    "lanczos",
+    "extreme_eigenvalues",
+    "top_eigenvalue",
+    "spectral_norm",
+    "eigsh",
+    "loss_fn_member",
+]
+
 LossFn = Callable[[Tensor], Tensor]  # (E, P) -> (E,)
 
 

@@ -27,6 +27,21 @@ from tqdm.auto import tqdm
 
 from . import validation
 
+__all__ = [
+    "Params",
+    "LossAndGrad",
+    "StepRule",
+    "Observer",
+    "run",
+    "GDResult",
+    "constant",
+    "shared_data",
+    "grad_norm_sq",
+    "param_norm",
+    "finite_rows",
+    "log_spaced",
+]
+
 Params = list[Tensor]
 LossAndGrad = Callable[[Params], tuple[Tensor, Sequence[Tensor]]]
 # A step-size rule: (params, loss (E,), grads, t) -> step sizes (E,)

@@ -32,6 +32,36 @@ from torch import Tensor
 
 from . import validation
 
+__all__ = [
+    "C6",
+    "C4_LEMMA4",
+    "GAMMA_LEMMA4",
+    "C4_LEMMA5",
+    "GAMMA_LEMMA5",
+    "C2",
+    "C4_LEMMA6",
+    "C7",
+    "C11",
+    "first_hit",
+    "Invariance",
+    "invariance",
+    "imbalance_drift",
+    "phase1_invariants",
+    "initial_event",
+    "growth_rate",
+    "chi2_flip_probability",
+    "chi2_failure_probability",
+    "gauss_newton_spectrum",
+    "burn_in_slope",
+    "predicted_burn_in_slope",
+    "slope_ratio",
+    "refinement_rates",
+    "failure_table",
+    "mcnemar_exact",
+    "linearised_errors",
+    "linearised_rates",
+]
+
 C6 = 6.0  #: Lemma 3's drift constant (Appendix C.1)
 C4_LEMMA4 = math.pi / 20  #: Lemma 4's angle constant (Appendix C.2)
 GAMMA_LEMMA4 = 0.25  #: Lemma 4's imbalance constant (Appendix C.2)

@@ -11,6 +11,8 @@ import sys
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 
+__all__ = ["PALETTE", "quiet_artist_reprs", "use_style", "subplots"]
+
 PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]  # Okabe-Ito
 
 

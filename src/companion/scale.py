@@ -11,6 +11,8 @@ import os
 from collections.abc import Mapping
 from typing import TypeVar
 
+__all__ = ["SCALES", "current", "select"]
+
 SCALES = ("quick", "paper")
 T = TypeVar("T")
 

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+__all__ = ["tensor", "positive_int", "nonnegative", "same_device"]
+
 
 def tensor(name: str, x: object, ndim: int | Sequence[int] | None = None, finite: bool = True) -> Tensor:
     """Check that ``x`` is a floating tensor with the given number of dimensions and finite entries."""

@@ -27,7 +27,39 @@ __all__ = ["Activation", "REGISTRY", "SMOOTH", "get", "measure_constants"]
 class Activation:
     """An activation σ with its first two derivatives and Assumption 3.1 constants.
 
-    ``fn``, ``d1``, ``d2`` map a tensor of any shape to one of the same shape.
+    ``fn``, ``d1``, ``d2`` map a tensor of any shape to one of the same shape. Paper A, Assumption 3.1
+    (:ref:`ch-setup`); look one up with :func:`get`.
+
+    Parameters
+    ----------
+    name : str
+        The registry's name (``"tanh"``).
+    fn, d1 : callable, Tensor (...) -> Tensor (...)
+        σ and σ', elementwise.
+    d2 : callable, Tensor (...) -> Tensor (...), or None
+        σ'' elementwise; ``None`` where σ' is not differentiable (ReLU).
+    c0, c1 : float
+        The linear-growth constants, ``|σ(w)| ≤ c0 + c1 |w|`` (Assumption 3.1, eq. 1).
+    c2 : float
+        The Lipschitz constant of σ, ``sup |σ'|`` (eq. 2).
+    _c3 : float or None
+        The Lipschitz constant of σ', ``sup |σ''|`` (eq. 3), read through :attr:`c3`; ``None`` for a non-smooth σ.
+    smooth : bool
+        Whether σ satisfies Assumption 3.1 (σ' Lipschitz).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from companion import activations
+    >>> tanh = activations.get("tanh")
+    >>> tanh(torch.zeros(2)).tolist(), tanh.d1(torch.zeros(2)).tolist()
+    ([0.0, 0.0], [1.0, 1.0])
+    >>> round(tanh.c3, 4)
+    0.7698
+    >>> activations.get("relu").c3
+    Traceback (most recent call last):
+    ...
+    ValueError: activation 'relu' is not smooth: ...
     """
 
     name: str
@@ -42,7 +74,20 @@ class Activation:
 
     @property
     def c3(self) -> float:
-        """Lipschitz constant of σ' (Assumption 3.1, eq. 3). Raises for a non-smooth σ such as ReLU."""
+        """Lipschitz constant of σ' (Assumption 3.1, eq. 3). Raises for a non-smooth σ such as ReLU.
+
+        Paper A, Assumption 3.1 (:ref:`ch-setup`).
+
+        Returns
+        -------
+        float
+            ``sup |σ''|``.
+
+        Raises
+        ------
+        ValueError
+            For a non-smooth σ (ReLU): no finite ``c3`` exists.
+        """
         if not self.smooth or self._c3 is None:
             raise ValueError(
                 f"activation {self.name!r} is not smooth: σ' is discontinuous, so no finite c3 exists "
@@ -51,11 +96,37 @@ class Activation:
         return self._c3
 
     def constants(self) -> dict[str, float]:
-        """``{'c0','c1','c2','c3'}``; raises for a non-smooth activation."""
+        """``{'c0','c1','c2','c3'}``; raises for a non-smooth activation.
+
+        Paper A, Assumption 3.1's constants (:ref:`ch-setup`).
+
+        Returns
+        -------
+        dict of str to float
+            ``{"c0": ..., "c1": ..., "c2": ..., "c3": ...}``.
+
+        Raises
+        ------
+        ValueError
+            For a non-smooth σ (ReLU), as :attr:`c3`.
+        """
         return {"c0": self.c0, "c1": self.c1, "c2": self.c2, "c3": self.c3}
 
     def require_smooth(self) -> Activation:
-        """Return self, or raise ``ValueError`` if σ violates Assumption 3.1 (used by paper A's bounds)."""
+        """Return self, or raise ``ValueError`` if σ violates Assumption 3.1 (used by paper A's bounds).
+
+        Paper A, Assumption 3.1, on which Lemmas 4.3–4.7 rest (:ref:`ch-setup`, :ref:`ch-smoothness`).
+
+        Returns
+        -------
+        Activation
+            ``self``.
+
+        Raises
+        ------
+        ValueError
+            For a non-smooth σ (ReLU).
+        """
         self.c3  # noqa: B018 -- raises for a non-smooth activation
         return self
 
@@ -115,7 +186,25 @@ SMOOTH = tuple(name for name, a in REGISTRY.items() if a.smooth)
 
 
 def get(name: str | Activation) -> Activation:
-    """Look an activation up by name (``linear``, ``tanh``, ``sigmoid``, ``softplus``, ``relu``)."""
+    """Look an activation up by name (``linear``, ``tanh``, ``sigmoid``, ``softplus``, ``relu``).
+
+    The activations of paper A's Assumption 3.1 and paper B's ReLU (:ref:`ch-setup`).
+
+    Parameters
+    ----------
+    name : str or Activation
+        A name of :data:`REGISTRY` (any case), or an :class:`Activation`, returned as it is.
+
+    Returns
+    -------
+    Activation
+        The registered activation.
+
+    Raises
+    ------
+    ValueError
+        When ``name`` is not a registered name.
+    """
     if isinstance(name, Activation):
         return name
     if not isinstance(name, str) or name.lower() not in REGISTRY:
@@ -130,6 +219,32 @@ def measure_constants(act: str | Activation, lo: float = -50.0, hi: float = 50.0
     derivatives, so the check is independent), and for linear growth the smallest ``c1`` given the
     registry's ``c0`` (``max (|σ(w)| − c0)/|w|``), clipped at 0. For a non-smooth σ ``c3`` is the
     largest difference quotient of σ', which grows like 1/h as the grid is refined.
+
+    Parameters
+    ----------
+    act : str or Activation
+        The activation (see :func:`get`).
+    lo, hi : float
+        The grid's interval (always float64, on the CPU).
+    num : int
+        The number of grid points; the spacing is ``h = (hi − lo)/(num − 1)``.
+
+    Returns
+    -------
+    dict of str to float
+        ``{"c0": registry's c0, "c1": measured, "c2": measured, "c3": measured}``.
+
+    Raises
+    ------
+    ValueError
+        When ``act`` is not a registered name.
+
+    Examples
+    --------
+    >>> from companion import activations
+    >>> c = activations.measure_constants("tanh", -5.0, 5.0, num=10_001)
+    >>> round(c["c2"], 4), round(c["c3"], 4)
+    (1.0, 0.7698)
     """
     a = get(act)
     w = torch.linspace(lo, hi, num, dtype=torch.float64)

@@ -51,6 +51,29 @@ class Certificate:
     ``f`` at a point (an upper bound of the minimum, a lower bound of the supremum), and ``at``: that point, so the
     truth lies in ``[value, attained]`` (or ``[attained, value]``). ``margin``: ``value − bound`` (lower bounds).
     ``boxes``: the boxes evaluated.
+
+    The certificates of :ref:`ch-setup` (Assumption 3.1's constants) and :ref:`ch-pl-smoothness` (Lemmas 8, 12
+    and 13); made by :func:`lower_bound` and :func:`maximum`, not by hand.
+
+    Parameters
+    ----------
+    holds : bool
+        Whether the claim was proved on the whole box.
+    value : float
+        The proved bound: a lower bound of ``min f`` (:func:`lower_bound`) or an upper bound of ``sup f``
+        (:func:`maximum`).
+    attained : float
+        The best value of ``f`` found at a point.
+    at : tuple of float, (n,)
+        That point, one coordinate per variable.
+    boxes : int
+        The number of boxes evaluated.
+    margin : float
+        ``value − bound`` for :func:`lower_bound`; ``nan`` for :func:`maximum`.
+    counterexample : tuple of float, (n,), or None
+        A point where ``f < bound`` certainly (:func:`lower_bound` only).
+    method : str
+        How it was proved, for the claim records.
     """
 
     holds: bool
@@ -115,22 +138,42 @@ def _mid(box: Box) -> tuple[float, ...]:
 def lower_bound(f: Callable, domain: Sequence[Sequence[float]], bound: float = 0.0, *, max_boxes: int = 200_000) -> Certificate:
     """Prove ``f(x) ≥ bound`` for every ``x`` in the box ``domain``.
 
+    The certificates of :ref:`ch-setup` (Assumption 3.1's constants of each activation) and
+    :ref:`ch-pl-smoothness` (the reduced functions of Lemmas 8, 12 and 13 over ``θ ∈ [π/2, π]``).
+
     Parameters
     ----------
-    f
-        ``f(x₁[, x₂[, x₃]]) -> arb``, written with python-flint ``arb`` operations.
-    domain
-        One ``(lo, hi)`` per variable.
-    bound
+    f : callable, ``f(x₁[, x₂[, x₃]]) -> arb``
+        Written with python-flint ``arb`` operations, one ``arb`` argument per variable.
+    domain : sequence of (float, float), (n, 2) with 1 ≤ n ≤ 3
+        One ``(lo, hi)`` per variable, ``lo ≤ hi``.
+    bound : float
         The claimed lower bound.
-    max_boxes
+    max_boxes : int
         The budget: past it the certificate is ``undecided`` (``holds=False`` without a counterexample).
 
     Returns
     -------
     Certificate
         ``value``: a proved lower bound of ``min f`` over the decided boxes (over the whole box when ``holds``);
-        ``attained``/``at``: the smallest value found at a point; ``margin = value − bound``.
+        ``attained``/``at``: the smallest value found at a point; ``margin = value − bound``;
+        ``counterexample``: a point where ``f < bound`` certainly, when one was found.
+
+    Raises
+    ------
+    ValueError
+        When ``domain`` is not 1 to 3 intervals with ``lo ≤ hi``.
+    ImportError
+        When python-flint is not installed.
+
+    Examples
+    --------
+    >>> from companion import certify
+    >>> c = certify.lower_bound(lambda x, y: x * x + y * y + 1, [(-1.0, 1.0), (-1.0, 1.0)], bound=0.5)
+    >>> c.holds, c.margin >= 0
+    (True, True)
+    >>> certify.lower_bound(lambda x: x - 1, [(0.0, 3.0)]).counterexample is not None   # x − 1 < 0 near 0
+    True
     """
     _need_arb()
     box = _box(domain)
@@ -169,6 +212,40 @@ def maximum(f: Callable, domain: Sequence[Sequence[float]], *, tol: float = 1e-7
     A box whose ball lies below the best value found at a point cannot hold the supremum and is dropped; the others
     are split until the largest upper end left is within ``tol`` (absolute, or relative to ``|attained|`` when that
     is larger) of the best point value. ``holds`` is ``True`` when that precision was reached within ``max_boxes``.
+
+    Encloses the suprema of :ref:`ch-setup` (``c2 = sup|σ'|``, ``c3 = sup|σ''|``) and of the reduced functions of
+    :ref:`ch-pl-smoothness`.
+
+    Parameters
+    ----------
+    f : callable, ``f(x₁[, x₂[, x₃]]) -> arb``
+        Written with python-flint ``arb`` operations, one ``arb`` argument per variable.
+    domain : sequence of (float, float), (n, 2) with 1 ≤ n ≤ 3
+        One ``(lo, hi)`` per variable, ``lo ≤ hi``.
+    tol : float
+        The precision of the enclosure (absolute, or relative when ``|attained| > 1``).
+    max_boxes : int
+        The budget: past it ``holds`` is ``False`` and ``value`` the best upper bound so far.
+
+    Returns
+    -------
+    Certificate
+        ``value``: a proved upper bound of ``sup f``; ``attained``/``at``: the largest proved value at a point, so
+        ``attained ≤ sup f ≤ value``; ``margin`` is ``nan``.
+
+    Raises
+    ------
+    ValueError
+        When ``domain`` is not 1 to 3 intervals with ``lo ≤ hi``.
+    ImportError
+        When python-flint is not installed.
+
+    Examples
+    --------
+    >>> from companion import certify
+    >>> m = certify.maximum(lambda t: t * (1 - t), [(0.0, 1.0)], tol=1e-6)   # sup = 1/4 at t = 1/2
+    >>> m.holds, m.attained <= 0.25 <= m.value, m.value - m.attained <= 1e-6
+    (True, True, True)
     """
     _need_arb()
     box = _box(domain)

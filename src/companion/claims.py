@@ -67,7 +67,21 @@ _COMMIT: list[str] = []
 
 
 def falsify() -> bool:
-    """Whether ``COMPANION_FALSIFY=1``: every row with a control is judged on its control (its wrong value)."""
+    """Whether ``COMPANION_FALSIFY=1``: every row with a control is judged on its control (its wrong value).
+
+    The negative-control switch of every chapter's claim check (:ref:`ch-setup` is the first): under it a sound
+    chapter fails.
+
+    Returns
+    -------
+    bool
+        ``True`` when ``COMPANION_FALSIFY=1``; ``False`` when it is ``0``, empty or unset.
+
+    Raises
+    ------
+    ValueError
+        When ``COMPANION_FALSIFY`` is set to anything else.
+    """
     raw = os.environ.get("COMPANION_FALSIFY", "0").strip()
     if raw not in ("0", "1", ""):
         raise ValueError(f"COMPANION_FALSIFY must be 0 or 1, got {raw!r}")
@@ -98,6 +112,43 @@ class Claim:
 
     ``passed`` is the verdict on the data; ``control_passed`` the same test's verdict on the nearest wrong value
     (``None`` for a row without a control: a bound row, whose slack the chapter shows instead).
+
+    Made by :meth:`ClaimCheck.add`; one row of a chapter's claim table and of ``claims.json``.
+
+    Parameters
+    ----------
+    id, kind, claim, source, paper : str
+        The registered row's id, kind and texts (placeholders filled).
+    refs : list of str
+        The results it checks.
+    threshold : str
+        The registered rule in words.
+    measured : str
+        What was measured, as shown.
+    passed : bool
+        The verdict on the data.
+    control : str or None
+        The wrong value the control tested (``None``: no control).
+    control_passed : bool or None
+        The rule's outcome on the wrong value (``False`` for a sound row).
+    control_measured : str or None
+        The control's own data, where it has some.
+    erratum : str or None
+        The paper's contradicted statement, for a row that tests a corrected one.
+    value : float or None
+        The point value of the measurement.
+    interval : list of float, (2,), or None
+        Its confidence interval ``[low, high]``.
+    params : dict of str to str
+        The rule's numbers as shown.
+    expected : str or None
+        The expected value as shown.
+    registered : str
+        The registration date.
+    revisions : list of dict
+        The rule's revisions (the fields of :class:`companion.registry.Revision`).
+    fields : dict of str to str
+        The values the chapter filled in the placeholders.
     """
 
     id: str
@@ -123,10 +174,22 @@ class Claim:
 
     @property
     def revised_after_data(self) -> list[dict]:
+        """The revisions made after seeing data."""
         return [r for r in self.revisions if r["after_data"]]
 
     def verdict(self, falsified: bool = False) -> bool:
-        """The row's verdict; under the falsify switch, the verdict of its negative control if it has one."""
+        """The row's verdict; under the falsify switch, the verdict of its negative control if it has one.
+
+        Parameters
+        ----------
+        falsified : bool
+            Whether to judge the row on its control (:func:`falsify`).
+
+        Returns
+        -------
+        bool
+            ``control_passed`` when ``falsified`` and the row has a control, else ``passed``.
+        """
         if falsified and self.control is not None:
             return bool(self.control_passed)
         return self.passed
@@ -196,6 +259,25 @@ class ClaimCheck:
     ``chapter``: the chapter's label (``"ch-failures"``); its rows are read from the registry
     (:func:`companion.registry.load`), or from ``registry`` when given (a parsed
     :class:`companion.registry.ChapterRegistry`, for tests).
+
+    The claim check that ends every chapter (:ref:`ch-setup` is the first). The scale is read once, at
+    construction (:func:`companion.scale.current`).
+
+    Parameters
+    ----------
+    chapter : str
+        The chapter's label.
+    registry : ChapterRegistry or None
+        The chapter's registry (``None``: :func:`companion.registry.load` of ``chapter``).
+    title : str
+        The caption of the table (default ``"Claim check"``).
+
+    Raises
+    ------
+    ValueError
+        When ``registry`` is another chapter's, ``chapter`` is not a label, or ``COMPANION_SCALE`` is malformed.
+    FileNotFoundError
+        When the chapter has no registry file.
     """
 
     def __init__(self, chapter: str, *, registry: _registry.ChapterRegistry | None = None, title: str = "") -> None:
@@ -211,7 +293,25 @@ class ClaimCheck:
 
     # ---------------------------------------------------------------------------------------- the rows
     def rule(self, row_id: str) -> _registry.Rule:
-        """The registered rule of ``row_id``: its texts, its numbers (``rule["confidence"]``), its revisions."""
+        """The registered rule of ``row_id``: its texts, its numbers (``rule["confidence"]``), its revisions.
+
+        Parameters
+        ----------
+        row_id : str
+            A registered row of the chapter.
+
+        Returns
+        -------
+        companion.registry.Rule
+            The row's rule.
+
+        Raises
+        ------
+        KeyError
+            When the row is not registered (or was retired).
+        ValueError
+            When the row is not declared at the current scale.
+        """
         rule = self.registry[row_id]
         if not rule.runs_at(self.scale):
             raise ValueError(f"{row_id} is registered for scales {list(rule.scales)}, not {self.scale!r}")
@@ -240,6 +340,57 @@ class ClaimCheck:
         of its own (e.g. the success counts at ``n = d``), shown beside it; ``fields``: values for the ``{name}``
         placeholders of the registered texts (e.g. a loop's ``L``); ``computed``: the values of the rule's
         parameters that the registry says the chapter computes (``computed:``), shown with the rule's numbers.
+
+        Parameters
+        ----------
+        row_id : str
+            A registered row, declared at the current scale.
+        measured : str, float or Estimate
+            What was measured; an estimate's point value and interval go into the record.
+        passed : bool
+            The registered rule's outcome on the data (a numpy bool or a 0-d tensor is accepted).
+        control : bool or None
+            The rule's outcome on the registered wrong value (see above).
+        control_measured : str or None
+            The control's own data, shown beside it.
+        fields : Mapping of str to object or None
+            Values for the ``{name}`` placeholders of the registered texts.
+        computed : Mapping of str to object or None
+            Values of the parameters the chapter computes.
+        value : float or None
+            The point value to record, overriding the one taken from ``measured``.
+        interval : pair of float or None
+            The interval ``(low, high)`` to record, overriding the one taken from ``measured``.
+
+        Returns
+        -------
+        bool
+            ``passed``.
+
+        Raises
+        ------
+        ValueError
+            When the row is not declared at this scale, was already checked with the same fields, is a value row
+            without ``control``, has a ``control`` but no registered wrong value, names a parameter the chapter does
+            not compute, needs a field it was not given, or when ``measured``, ``passed``, ``control``, ``value`` or
+            ``interval`` is malformed.
+        KeyError
+            When the row is not registered.
+
+        Examples
+        --------
+        >>> from companion import claims, registry
+        >>> reg = registry.parse({"chapter": "ch-toy", "rows": [{
+        ...     "id": "toy.bound", "claim": "the ratio is at most {limit}", "refs": ["A Lemma 4.1"], "kind": "bound",
+        ...     "source": "'ratio ≤ 1'", "paper": "≤ 1", "scales": ["quick", "paper"], "registered": "2026-12-01",
+        ...     "rule": {"text": "the largest ratio over the ensemble is at most {limit}",
+        ...              "params": {"limit": {"value": 1, "from": "the lemma's constant"}}}}]})
+        >>> check = claims.ClaimCheck("ch-toy", registry=reg)
+        >>> worst = 0.42
+        >>> check.add("toy.bound", measured=worst, passed=worst <= check.rule("toy.bound")["limit"])
+        True
+        >>> check.rows[0].claim, check.rows[0].measured
+        ('the ratio is at most 1', '0.42')
         """
         rule = self.rule(row_id)
         computed = {k: str(v) for k, v in (computed or {}).items()}
@@ -315,7 +466,31 @@ class ClaimCheck:
 
         ``test`` is the registered rule as code (e.g. ``fit.contains``: the interval contains the value). ``expected``
         and ``wrong`` come from the registry; pass them only where the registry says the chapter computes them
-        (``computed:``), e.g. a prediction made from the chapter's own data.
+        (``computed:``), e.g. a prediction made from the chapter's own data. The module's example is a ``compare``.
+
+        Parameters
+        ----------
+        row_id : str
+            A registered value row with a registered ``wrong``.
+        measured : str, float or Estimate
+            What was measured (as in :meth:`add`).
+        test : callable, ``test(float) -> bool``
+            The registered rule: does the measurement agree with this value?
+        expected, wrong : float or None
+            Only where the registry says the chapter computes them; a registered number must not be contradicted.
+        control_measured, fields, computed, value, interval
+            As in :meth:`add`.
+
+        Returns
+        -------
+        bool
+            ``test(expected)``, the verdict.
+
+        Raises
+        ------
+        ValueError
+            When no wrong or expected value is registered, a computed one is missing or not finite, a registered one
+            is contradicted, expected and wrong coincide, or :meth:`add` rejects the row.
         """
         rule = self.rule(row_id)
         if rule.wrong is None:
@@ -353,7 +528,13 @@ class ClaimCheck:
 
     # ---------------------------------------------------------------------------------------- verdicts
     def missing(self) -> list[str]:
-        """Registered rows of this scale that were not checked."""
+        """Registered rows of this scale that were not checked.
+
+        Returns
+        -------
+        list of str
+            Their ids, in registry order.
+        """
         ran = {r.id for r in self.rows}
         return [r.id for r in self.registry.at_scale(self.scale) if r.id not in ran]
 
@@ -365,7 +546,13 @@ class ClaimCheck:
         return bool(self.rows) and not self.missing() and all(r.verdict(falsified) for r in self.rows)
 
     def failures(self) -> str:
-        """The failed claims with their measurements, one per line (the chapter's assertion message)."""
+        """The failed claims with their measurements, one per line (the chapter's assertion message).
+
+        Returns
+        -------
+        str
+            One line per missing row and per failed row; under :func:`falsify`, one per control too.
+        """
         lines = [f"{self.chapter}: registered row {m} did not run at {self.scale} scale" for m in self.missing()]
         if not self.rows:
             return "\n".join(lines + [f"{self.chapter}: no claims were checked"])
@@ -385,7 +572,14 @@ class ClaimCheck:
 
     # ---------------------------------------------------------------------------------------- records
     def records(self) -> list[dict]:
-        """One provenance record per row (the fields of ``claims.json``)."""
+        """One provenance record per row (the fields of ``claims.json``).
+
+        Returns
+        -------
+        list of dict
+            The fields of :class:`Claim` and of the run (chapter, scale, seed offset, device, dtype, torch, python,
+            commit, wall time, date, …), plus ``verdict``, ``revision_count`` and ``revised_after_data``.
+        """
         import torch
 
         from . import device
@@ -419,7 +613,18 @@ class ClaimCheck:
         return out
 
     def write(self, directory: str | os.PathLike | None = None) -> Path | None:
-        """Write the records to ``directory`` (default ``COMPANION_CLAIMS_DIR``; nothing when neither is set)."""
+        """Write the records to ``directory`` (default ``COMPANION_CLAIMS_DIR``; nothing when neither is set).
+
+        Parameters
+        ----------
+        directory : str, PathLike or None
+            The folder (created if needed).
+
+        Returns
+        -------
+        Path or None
+            ``<directory>/<label>.seed<k>[.falsify].json``, or ``None`` when nothing was written.
+        """
         directory = directory or os.environ.get("COMPANION_CLAIMS_DIR")
         if not directory:
             return None
@@ -526,7 +731,12 @@ class ClaimCheck:
 
     def report(self) -> None:
         """Display the table (HTML in a notebook, text elsewhere) and write the records; the chapter asserts
-        ``all_passed`` next."""
+        ``all_passed`` next.
+
+        Returns
+        -------
+        None
+        """
         self.write()
         try:
             from IPython import get_ipython
@@ -540,12 +750,36 @@ class ClaimCheck:
             print(self)
 
     def assert_all(self) -> None:
-        """Raise ``AssertionError`` listing every failed claim (or none checked); for use outside a chapter."""
+        """Raise ``AssertionError`` listing every failed claim (or none checked); for use outside a chapter.
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        AssertionError
+            With :meth:`failures` as its message, unless :attr:`all_passed`.
+        """
         assert self.all_passed, self.failures()
 
 
 def load_records(directory: str | os.PathLike) -> list[dict]:
-    """Every record written to ``directory`` by :meth:`ClaimCheck.write`, in file order."""
+    """Every record written to ``directory`` by :meth:`ClaimCheck.write`, in file order.
+
+    The records the seed-robustness runs and the book build compare (every chapter writes some; :ref:`ch-setup`
+    is the first).
+
+    Parameters
+    ----------
+    directory : str or PathLike
+        A folder of ``*.json`` record files.
+
+    Returns
+    -------
+    list of dict
+        The records of every file, files in name order.
+    """
     out: list[dict] = []
     for path in sorted(Path(directory).glob("*.json")):
         out += json.loads(path.read_text())

@@ -66,7 +66,22 @@ def _finite(name: str, x: object) -> float:
 
 @dataclass(frozen=True)
 class LogSlider:
-    """A positive real knob on a logarithmic scale, ``lo ≤ value ≤ hi`` with ``0 < lo < hi``."""
+    """A positive real knob on a logarithmic scale, ``lo ≤ value ≤ hi`` with ``0 < lo < hi``.
+
+    The initialisation scale σ of :ref:`ch-landscape`, :ref:`ch-failures` and :ref:`ch-rate`, for instance.
+
+    Parameters
+    ----------
+    lo, hi : float
+        The range, ``0 < lo < hi``.
+    value : float
+        The default, shown on the static page, in ``[lo, hi]``.
+
+    Raises
+    ------
+    ValueError
+        When a bound or the value is not a finite number, ``0 < lo < hi`` fails, or the value lies outside.
+    """
 
     lo: float
     hi: float
@@ -103,7 +118,24 @@ class LogSlider:
 
 @dataclass(frozen=True)
 class Slider:
-    """A real (or, when ``lo``, ``step`` and ``value`` are all ints, an integer) knob on a linear scale."""
+    """A real (or, when ``lo``, ``step`` and ``value`` are all ints, an integer) knob on a linear scale.
+
+    The width ``k`` of :ref:`ch-failures` or the depth ``L`` of :ref:`ch-rate`, for instance.
+
+    Parameters
+    ----------
+    lo, hi : float or int
+        The range, ``lo < hi``.
+    step : float or int
+        The grid's spacing, ``> 0``.
+    value : float or int
+        The default, on the grid ``lo + k·step`` inside ``[lo, hi]``.
+
+    Raises
+    ------
+    ValueError
+        When a number is not finite, ``lo < hi`` or ``step > 0`` fails, or the value lies outside or off the grid.
+    """
 
     lo: float
     hi: float
@@ -150,7 +182,20 @@ class Slider:
 
 @dataclass(frozen=True)
 class Choice:
-    """One of a few named options (activation functions, loss variants, …)."""
+    """One of a few named options (activation functions, loss variants, …).
+
+    Parameters
+    ----------
+    options : list or tuple
+        The options (at least one), shown by their ``str``; stored as a tuple.
+    value : object
+        The default, one of ``options``.
+
+    Raises
+    ------
+    ValueError
+        When ``options`` is a string or not a list or tuple, is empty, or does not contain ``value``.
+    """
 
     options: Sequence[Any]
     value: Any
@@ -195,7 +240,20 @@ def _kernel():
 
 
 def mode() -> str:
-    """``"static"`` or ``"live"``: see the module docstring for the rules, in order."""
+    """``"static"`` or ``"live"``: see the module docstring for the rules, in order.
+
+    Decides how the explorers of :ref:`ch-landscape`, :ref:`ch-failures` and :ref:`ch-rate` appear.
+
+    Returns
+    -------
+    str
+        ``"static"`` (the website, the tests, scripts) or ``"live"`` (Jupyter, Colab).
+
+    Raises
+    ------
+    ValueError
+        When ``COMPANION_WIDGETS`` is set to something other than ``static``, ``live`` or ``auto``.
+    """
     env = os.environ.get(ENV_VAR, "auto").strip().lower()
     if env in MODES:
         return env
@@ -218,7 +276,21 @@ def _in_ipython() -> bool:
 
 
 class Explorer:
-    """An experiment ``fn(**values) -> Figure`` with named controls; see :func:`explorer`."""
+    """An experiment ``fn(**values) -> Figure`` with named controls; see :func:`explorer`.
+
+    Parameters
+    ----------
+    fn : callable, ``fn(**values) -> matplotlib.figure.Figure``
+        The experiment, with one keyword argument per control.
+    controls : dict of str to LogSlider, Slider or Choice
+        The knobs, by the name of ``fn``'s argument (at least one).
+
+    Raises
+    ------
+    ValueError
+        When ``fn`` is not callable, there is no control, or a control is not a :class:`LogSlider`,
+        :class:`Slider` or :class:`Choice`.
+    """
 
     def __init__(self, fn: Callable[..., Any], controls: dict[str, Any]):
         if not callable(fn):
@@ -241,7 +313,23 @@ class Explorer:
         return {k: c.value for k, c in self.controls.items()}
 
     def figure(self, **overrides):
-        """Run ``fn`` with the defaults updated by ``overrides``; returns its matplotlib Figure."""
+        """Run ``fn`` with the defaults updated by ``overrides``; returns its matplotlib Figure.
+
+        Parameters
+        ----------
+        ``**overrides``
+            Values for some of the controls, by name.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            What ``fn`` drew.
+
+        Raises
+        ------
+        ValueError
+            When an override names no control, or ``fn`` does not return a Figure.
+        """
         from matplotlib.figure import Figure
 
         unknown = set(overrides) - set(self.controls)
@@ -253,7 +341,13 @@ class Explorer:
         return fig
 
     def note(self) -> str:
-        """One line for the static page: which knobs there are and which values are shown."""
+        """One line for the static page: which knobs there are and which values are shown.
+
+        Returns
+        -------
+        str
+            ``Interactive in Jupyter or Colab (…): <name> ∈ <range>; …. Shown here: <name> = <default>, ….``
+        """
         knobs = "; ".join(f"{k} ∈ {c.describe()}" for k, c in self.controls.items())
         shown = ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}" for k, v in self.defaults.items())
         return f"Interactive in Jupyter or Colab (open this chapter's notebook): {knobs}. Shown here: {shown}."
@@ -333,6 +427,43 @@ def explorer(fn: Callable[..., Any], /, **controls) -> Explorer:
     Returns the :class:`Explorer` (already displayed when running under IPython; ``.show()`` shows it again).
     Raises ``ValueError`` on a non-callable ``fn``, no controls, a non-control argument, an out-of-range default,
     or when ``fn`` does not return a Figure.
+
+    The explorers of :ref:`ch-landscape` (init scale σ, perturbation ε), :ref:`ch-failures` (σ, width ``k``) and
+    :ref:`ch-rate` (depth ``L``, init scale).
+
+    Parameters
+    ----------
+    fn : callable, ``fn(**values) -> matplotlib.figure.Figure``
+        The experiment, positional only; one keyword argument per control.
+    ``**controls`` : LogSlider, Slider or Choice
+        The knobs, named like ``fn``'s arguments.
+
+    Returns
+    -------
+    Explorer
+        The explorer, shown in the current cell under IPython.
+
+    Raises
+    ------
+    ValueError
+        On a non-callable ``fn``, no controls or a non-control argument (at once), or when ``fn`` does not return a
+        Figure (when it is shown).
+
+    Examples
+    --------
+    Outside IPython nothing is displayed; the explorer still draws its default figure:
+
+    >>> from matplotlib.figure import Figure
+    >>> from companion import explore
+    >>> def line(slope):
+    ...     fig = Figure()
+    ...     fig.add_subplot().plot([0, 1], [0, slope])
+    ...     return fig
+    >>> ex = explore.explorer(line, slope=explore.Slider(1, 4, step=1, value=2))
+    >>> print(ex.note())
+    Interactive in Jupyter or Colab (open this chapter's notebook): slope ∈ 1 … 4 (step 1). Shown here: slope = 2.
+    >>> isinstance(ex.figure(slope=3), Figure)
+    True
     """
     ex = Explorer(fn, controls)
     if _in_ipython():

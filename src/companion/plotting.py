@@ -25,8 +25,12 @@ def quiet_artist_reprs() -> bool:
     printing the returned artist's repr (``<matplotlib.legend.Legend at 0x…>``, ``Text(0.5, 0.98, '…')``) under
     its figure, on the website as in Jupyter/Colab, as a trailing ``;`` would. Figures (and everything else)
     display as before; a *list* of artists (``ax.plot(...)`` as the last line) is not covered. Registered through
-    IPython's ``ipython_display_formatter`` for a few matplotlib artist types. Returns whether it was installed
-    (False outside IPython). Called by :func:`use_style`.
+    IPython's ``ipython_display_formatter`` for a few matplotlib artist types. Called by :func:`use_style`.
+
+    Returns
+    -------
+    bool
+        Whether it was installed (``False`` outside IPython).
     """
     ip_mod = sys.modules.get("IPython")
     shell = ip_mod.get_ipython() if ip_mod is not None else None
@@ -47,7 +51,15 @@ def quiet_artist_reprs() -> bool:
 
 def use_style() -> None:
     """Set the book's matplotlib style (opaque white figures, colour-blind-safe palette, grids) and, under IPython,
-    :func:`quiet_artist_reprs`."""
+    :func:`quiet_artist_reprs`.
+
+    Called by every chapter (:ref:`ch-setup` is the first), directly or through :func:`subplots`.
+
+    Returns
+    -------
+    None
+        ``matplotlib.rcParams`` are updated for the rest of the process.
+    """
     quiet_artist_reprs()
     mpl.rcParams.update(
         {
@@ -75,6 +87,23 @@ def use_style() -> None:
 
 
 def subplots(nrows: int = 1, ncols: int = 1, *, width: float = 4.0, height: float = 3.2, **kw):
-    """``plt.subplots`` with the book's style and a per-panel size in inches."""
+    """``plt.subplots`` with the book's style and a per-panel size in inches.
+
+    The figures of every chapter (:ref:`ch-setup`'s Figure 1.1 is the first).
+
+    Parameters
+    ----------
+    nrows, ncols : int
+        The grid of panels.
+    width, height : float
+        The size of one panel in inches; the figure is ``(width·ncols, height·nrows)``.
+    ``**kw``
+        Passed on to ``matplotlib.pyplot.subplots`` (``sharex``, ``sharey``, …; not ``figsize`` or ``squeeze``).
+
+    Returns
+    -------
+    tuple of (matplotlib.figure.Figure, numpy.ndarray)
+        The figure and its axes, always a 2-d array ``(nrows, ncols)`` (``axes[0, 0]`` for a single panel).
+    """
     use_style()
     return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kw)

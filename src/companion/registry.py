@@ -68,7 +68,21 @@ def _show(value) -> str:
 
 @dataclass(frozen=True)
 class Quantity:
-    """A number of a rule: fixed (``value``) or computed by the chapter (``computed`` says how), with its origin."""
+    """A number of a rule: fixed (``value``) or computed by the chapter (``computed`` says how), with its origin.
+
+    Made by :func:`parse` from a ``{value | computed, label, from}`` mapping of a registry file.
+
+    Parameters
+    ----------
+    value : float, tuple of float, or None
+        The registered number (a tuple for a range or a grid); ``None`` when the chapter computes it.
+    computed : str or None
+        How the chapter computes it.
+    label : str or None
+        A text shown instead of the number (a wrong value named but not tested).
+    origin : str
+        Where the number comes from (the paper's constant, a stated rule, …).
+    """
 
     value: float | tuple[float, ...] | None
     computed: str | None
@@ -76,14 +90,34 @@ class Quantity:
     origin: str
 
     def describe(self) -> str:
-        """``value`` (or what is computed), then where it comes from."""
+        """``value`` (or what is computed), then where it comes from.
+
+        Returns
+        -------
+        str
+            ``"<label, value or computed> (<origin>)"``.
+        """
         what = self.label or (_show(self.value) if self.value is not None else self.computed)
         return f"{what} ({self.origin})" if self.origin else str(what)
 
 
 @dataclass(frozen=True)
 class Revision:
-    """One change of a rule after it first ran (a deviation from registration)."""
+    """One change of a rule after it first ran (a deviation from registration).
+
+    Parameters
+    ----------
+    date : str
+        ``YYYY-MM-DD``.
+    after_data : bool
+        Whether the change was made after seeing data.
+    was, now : str
+        The old and the new rule.
+    rationale, impact : str
+        Why it changed, and what the change did to the verdicts.
+    commit : str
+        The commit that made it (may be empty).
+    """
 
     date: str
     after_data: bool
@@ -96,7 +130,42 @@ class Revision:
 
 @dataclass(frozen=True)
 class Rule:
-    """One registered claim row: what it claims, the rule that decides it, and the rule's history."""
+    """One registered claim row: what it claims, the rule that decides it, and the rule's history.
+
+    Made by :func:`parse`; a chapter reads it through :meth:`companion.claims.ClaimCheck.rule`, and
+    ``rule["name"]`` is :meth:`param`.
+
+    Parameters
+    ----------
+    id : str
+        ``<short>.<slug>``, e.g. ``failures.xavier-rate``.
+    chapter : str
+        The chapter's label, e.g. ``ch-failures``.
+    claim, source, paper : str
+        The claim in words, the paper's words, and what the paper says the value is.
+    refs : tuple of str
+        The results it checks (ids of ``book/coverage/*.yml``).
+    kind : str
+        One of :data:`KINDS`.
+    erratum : str or None
+        The paper's contradicted statement, when the row tests a corrected one.
+    text : str
+        The rule in words.
+    params : Mapping of str to Quantity
+        The rule's numbers, by name.
+    expected, wrong : Quantity or None
+        The expected value and the nearest wrong value (a value row's negative control).
+    scales : tuple of str
+        The scales it runs at (of :data:`SCALES`).
+    registered : str
+        The date of registration, ``YYYY-MM-DD``.
+    revisions : tuple of Revision
+        The rule's changes after it first ran, in date order.
+    note : str
+        A remark shown with the row.
+    fingerprint : str
+        :func:`fingerprint` of the raw row.
+    """
 
     id: str
     chapter: str
@@ -117,7 +186,23 @@ class Rule:
     fingerprint: str = ""
 
     def param(self, name: str) -> float | tuple[float, ...]:
-        """The value of the rule's parameter ``name`` (a ``KeyError`` names the ones the registry has)."""
+        """The value of the rule's parameter ``name`` (a ``KeyError`` names the ones the registry has).
+
+        Parameters
+        ----------
+        name : str
+            A key of ``params``.
+
+        Returns
+        -------
+        float or tuple of float
+            The registered number (a tuple for a range or a grid).
+
+        Raises
+        ------
+        KeyError
+            When ``name`` is not registered, or is computed by the chapter.
+        """
         if name not in self.params:
             raise KeyError(f"{self.id}: no parameter {name!r} registered (has: {', '.join(self.params) or 'none'})")
         q = self.params[name]
@@ -134,12 +219,40 @@ class Rule:
         return tuple(r for r in self.revisions if r.after_data)
 
     def runs_at(self, scale: str) -> bool:
+        """Whether the row is declared at ``scale`` (``"quick"`` or ``"paper"``).
+
+        Parameters
+        ----------
+        scale : str
+            A scale of :data:`SCALES`.
+
+        Returns
+        -------
+        bool
+            ``scale in self.scales``.
+        """
         return scale in self.scales
 
 
 @dataclass(frozen=True)
 class Retired:
-    """A row that ran once and is no longer asserted."""
+    """A row that ran once and is no longer asserted.
+
+    Parameters
+    ----------
+    id : str
+        Its id, never reused.
+    claim : str
+        What it claimed.
+    retired : str
+        The date it was retired, ``YYYY-MM-DD``.
+    reason : str
+        Why.
+    replaced_by : str or None
+        The id of the active row that replaces it.
+    revisions : tuple of Revision
+        Its revisions before it was retired.
+    """
 
     id: str
     claim: str
@@ -151,7 +264,21 @@ class Retired:
 
 @dataclass(frozen=True)
 class ChapterRegistry:
-    """The registered rows of one chapter, in the order the chapter checks them."""
+    """The registered rows of one chapter, in the order the chapter checks them.
+
+    ``registry[row_id]`` is the :class:`Rule`; a ``KeyError`` says when the row was retired, or lists the rows.
+
+    Parameters
+    ----------
+    label : str
+        The chapter's label, e.g. ``ch-failures``.
+    path : Path
+        The registry file.
+    rows : Mapping of str to Rule
+        The active rows by id, in file order.
+    retired : tuple of Retired
+        The retired rows.
+    """
 
     label: str
     path: Path
@@ -167,7 +294,18 @@ class ChapterRegistry:
         return self.rows[row_id]
 
     def at_scale(self, scale: str) -> list[Rule]:
-        """The rows declared at ``scale``, in order."""
+        """The rows declared at ``scale``, in order.
+
+        Parameters
+        ----------
+        scale : str
+            ``"quick"`` or ``"paper"``.
+
+        Returns
+        -------
+        list of Rule
+            The rows whose ``scales`` include ``scale``.
+        """
         return [r for r in self.rows.values() if r.runs_at(scale)]
 
 
@@ -232,6 +370,27 @@ def fingerprint(raw_row: Mapping) -> str:
 
     Two versions of a row with the same fingerprint judge the same data the same way; a change of the fingerprint
     must come with a new revision entry (``tools/registry.py check``). Whitespace in texts does not count.
+
+    Parameters
+    ----------
+    raw_row : Mapping
+        One row of a registry file as parsed from YAML (other keys than ``kind``, ``rule``, ``scales`` and
+        ``erratum`` are ignored).
+
+    Returns
+    -------
+    str
+        16 hexadecimal digits (the start of a SHA-256).
+
+    Examples
+    --------
+    >>> from companion import registry
+    >>> a = registry.fingerprint({"kind": "bound", "rule": {"text": "ratio  ≤ 1"}, "scales": ["quick"]})
+    >>> b = registry.fingerprint({"kind": "bound", "rule": {"text": "ratio ≤ 1"}, "scales": ["quick"], "note": "x"})
+    >>> a == b, len(a)
+    (True, 16)
+    >>> a == registry.fingerprint({"kind": "bound", "rule": {"text": "ratio ≤ 2"}, "scales": ["quick"]})
+    False
     """
 
     def norm(x):
@@ -339,7 +498,45 @@ def _rule(where: str, label: str, raw) -> Rule:
 
 
 def parse(data: Mapping, path: Path | str = "<registry>") -> ChapterRegistry:
-    """Validate one chapter's registry (the parsed YAML) and return it; a :class:`RegistryError` names the problem."""
+    """Validate one chapter's registry (the parsed YAML) and return it; a :class:`RegistryError` names the problem.
+
+    The format of ``book/claims/<short>.yml`` that every chapter's claim check reads (:ref:`ch-setup` is the first).
+
+    Parameters
+    ----------
+    data : Mapping
+        The parsed file: ``chapter`` (the label), ``rows`` and optionally ``retired``.
+    path : Path or str
+        The file's path, for the messages; a path with a suffix must be named after the label
+        (``failures.yml`` for ``ch-failures``).
+
+    Returns
+    -------
+    ChapterRegistry
+        The chapter's rows, in file order.
+
+    Raises
+    ------
+    RegistryError
+        A ``ValueError`` naming the file, the row and the problem: an unknown key, a malformed id, kind, date,
+        number or scale, a value row without its wrong value, revisions out of date order, a duplicate id, no rows,
+        or a retired row that is also active.
+
+    Examples
+    --------
+    >>> from companion import registry
+    >>> row = {"id": "toy.bound", "claim": "x ≤ 1", "refs": ["A Lemma 4.1"], "kind": "bound", "source": "'x ≤ 1'",
+    ...        "paper": "≤ 1", "scales": ["quick", "paper"], "registered": "2026-12-01",
+    ...        "rule": {"text": "the worst ratio is at most {limit}",
+    ...                 "params": {"limit": {"value": 1, "from": "the lemma's constant"}}}}
+    >>> reg = registry.parse({"chapter": "ch-toy", "rows": [row]})
+    >>> reg["toy.bound"]["limit"], [r.id for r in reg.at_scale("quick")]
+    (1.0, ['toy.bound'])
+    >>> registry.parse({"chapter": "ch-toy", "rows": [{**row, "kind": "guess"}]})
+    Traceback (most recent call last):
+    ...
+    companion.registry.RegistryError: <registry> row 1 (toy.bound): kind must be one of (...), got 'guess'
+    """
     where = Path(path).name
     if not isinstance(data, Mapping):
         _fail(where, "a registry file is a mapping with 'chapter', 'rows' and optionally 'retired'")
@@ -385,6 +582,18 @@ def locate() -> Path:
     ``COMPANION_REGISTRY`` when set; else the repository's ``book/claims`` beside the package's source (a clone, an
     editable install) or above the working directory (a notebook run from ``book/<part>/``); else the copy installed
     with the package (``pip install`` from the repository packs ``book/claims`` as ``companion/registry_files``).
+
+    Where every chapter's claim check finds its rows (:ref:`ch-setup` is the first).
+
+    Returns
+    -------
+    Path
+        A folder holding ``*.yml`` registry files.
+
+    Raises
+    ------
+    FileNotFoundError
+        When ``COMPANION_REGISTRY`` is not a folder, or no registry is found.
     """
     env = os.environ.get("COMPANION_REGISTRY")
     if env:
@@ -411,7 +620,32 @@ def _load_file(path: str, mtime: float) -> ChapterRegistry:
 
 
 def load(label: str, directory: str | os.PathLike | None = None) -> ChapterRegistry:
-    """The registered rows of the chapter labelled ``label`` (e.g. ``"ch-failures"``)."""
+    """The registered rows of the chapter labelled ``label`` (e.g. ``"ch-failures"``).
+
+    What :class:`companion.claims.ClaimCheck` reads at the end of every chapter (:ref:`ch-setup` is the first).
+    Parsed files are cached until they change.
+
+    Parameters
+    ----------
+    label : str
+        The chapter's label, ``ch-<short>``; the file is ``<directory>/<short>.yml``.
+    directory : str, PathLike or None
+        The registry's folder (``None``: :func:`locate`).
+
+    Returns
+    -------
+    ChapterRegistry
+        The chapter's rows.
+
+    Raises
+    ------
+    ValueError
+        When ``label`` is not a chapter label (``ch-...``).
+    FileNotFoundError
+        When the chapter has no registry file (or none is found).
+    RegistryError
+        When the file does not follow the format (see :func:`parse`).
+    """
     if not isinstance(label, str) or not LABEL_RE.match(label):
         raise ValueError(f"a chapter is named by its label, e.g. 'ch-failures'; got {label!r}")
     folder = Path(directory) if directory is not None else locate()
@@ -422,7 +656,27 @@ def load(label: str, directory: str | os.PathLike | None = None) -> ChapterRegis
 
 
 def load_all(directory: str | os.PathLike | None = None) -> dict[str, ChapterRegistry]:
-    """Every chapter's registry in the folder, by label."""
+    """Every chapter's registry in the folder, by label.
+
+    Read by the book build for the coverage and status pages, and by ``tools/registry.py check``.
+
+    Parameters
+    ----------
+    directory : str, PathLike or None
+        The registry's folder (``None``: :func:`locate`).
+
+    Returns
+    -------
+    dict of str to ChapterRegistry
+        One registry per ``*.yml`` file, keyed by chapter label, in file-name order.
+
+    Raises
+    ------
+    FileNotFoundError
+        When no registry folder is found.
+    RegistryError
+        When a file does not follow the format (see :func:`parse`).
+    """
     folder = Path(directory) if directory is not None else locate()
     out = {}
     for path in sorted(folder.glob("*.yml")):

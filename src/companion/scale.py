@@ -18,7 +18,20 @@ T = TypeVar("T")
 
 
 def current() -> str:
-    """The active scale, read from ``COMPANION_SCALE`` (default ``paper``)."""
+    """The active scale, read from ``COMPANION_SCALE`` (default ``paper``).
+
+    Every chapter prints it beside :func:`companion.device.describe` (:ref:`ch-setup`).
+
+    Returns
+    -------
+    str
+        ``"quick"`` or ``"paper"``.
+
+    Raises
+    ------
+    ValueError
+        When ``COMPANION_SCALE`` names another scale.
+    """
     value = os.environ.get("COMPANION_SCALE", "paper").strip().lower()
     if value not in SCALES:
         raise ValueError(f"COMPANION_SCALE must be one of {SCALES}, got {value!r}")
@@ -26,7 +39,38 @@ def current() -> str:
 
 
 def select(configs: Mapping[str, T], scale: str | None = None) -> T:
-    """Pick the configuration for ``scale`` (default: :func:`current`) from ``{'quick': ..., 'paper': ...}``."""
+    """Pick the configuration for ``scale`` (default: :func:`current`) from ``{'quick': ..., 'paper': ...}``.
+
+    How every chapter chooses its sizes (:ref:`ch-setup` is the first).
+
+    Parameters
+    ----------
+    configs : Mapping of str to object
+        One configuration per scale of :data:`SCALES` (more keys are allowed and ignored).
+    scale : str or None
+        ``"quick"`` or ``"paper"``; ``None``: :func:`current`.
+
+    Returns
+    -------
+    object
+        ``configs[scale]``, as given.
+
+    Raises
+    ------
+    ValueError
+        When ``configs`` lacks a scale, or ``scale`` (or ``COMPANION_SCALE``) is not one of :data:`SCALES`.
+
+    Examples
+    --------
+    >>> from companion import scale
+    >>> configs = {"quick": {"members": 64}, "paper": {"members": 4096}}
+    >>> scale.select(configs, "quick")
+    {'members': 64}
+    >>> scale.select({"paper": 1}, "paper")
+    Traceback (most recent call last):
+    ...
+    ValueError: configs must define every scale; missing ['quick']
+    """
     scale = current() if scale is None else scale
     missing = [s for s in SCALES if s not in configs]
     if missing:

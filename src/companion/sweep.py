@@ -56,7 +56,40 @@ class SweepConfig:
     """A sweep: ``experiment`` (a key of :data:`EXPERIMENTS`), ``members`` per setting, ``block`` members per
     work unit, ``seed`` (offset by ``COMPANION_SEED``), ``dtype``, ``out`` (the ``.npz`` path) and the
     experiment's own parameters in ``params`` (for ``failure_vs_width``: ``d``, ``ks``, ``sigma``, ``mu``,
-    ``steps``, ``tau``)."""
+    ``steps``, ``tau``).
+
+    The configuration of :ref:`ch-failures`'s width sweep (paper B, Section 3's remark on wide networks).
+
+    Parameters
+    ----------
+    experiment : str
+        A key of :data:`EXPERIMENTS` (``"failure_vs_width"``).
+    members : int
+        Members per setting, ``≥ 1``.
+    block : int
+        Members per work unit, ``≥ 1`` (the last block of a setting may be shorter).
+    seed : int
+        The base seed, ``≥ 0`` (offset by ``COMPANION_SEED``).
+    dtype : str
+        ``"float64"`` or ``"float32"``.
+    out : str
+        The ``.npz`` path :func:`main` writes to.
+    params : dict
+        The experiment's parameters (for ``failure_vs_width``: ``d``, ``ks``, ``sigma``, ``mu``, ``steps``,
+        ``tau``).
+
+    Examples
+    --------
+    >>> from companion import sweep
+    >>> cfg = sweep.SweepConfig("failure_vs_width", members=10, block=4,
+    ...                         params={"d": 3, "ks": [2, 4], "sigma": 0.1, "mu": 0.1, "steps": 5, "tau": 0.01})
+    >>> cfg.validated().block
+    4
+    >>> sweep.SweepConfig("failure_vs_width", members=0).validated()
+    Traceback (most recent call last):
+    ...
+    ValueError: members must be a positive integer, got 0
+    """
 
     experiment: str
     members: int
@@ -68,7 +101,23 @@ class SweepConfig:
 
     @staticmethod
     def from_file(path: str | Path) -> SweepConfig:
-        """Read a JSON configuration (the keys above; unknown keys are an error)."""
+        """Read a JSON configuration (the keys above; unknown keys are an error).
+
+        Parameters
+        ----------
+        path : str or Path
+            A JSON file with the fields of :class:`SweepConfig`.
+
+        Returns
+        -------
+        SweepConfig
+            The configuration, validated.
+
+        Raises
+        ------
+        ValueError
+            On an unknown key or an invalid field (see :meth:`validated`).
+        """
         raw = json.loads(Path(path).read_text())
         known = set(SweepConfig.__dataclass_fields__)
         extra = set(raw) - known
@@ -77,6 +126,19 @@ class SweepConfig:
         return SweepConfig(**raw).validated()
 
     def validated(self) -> SweepConfig:
+        """Check every field and the experiment's parameters; returns ``self``.
+
+        Returns
+        -------
+        SweepConfig
+            ``self``, unchanged.
+
+        Raises
+        ------
+        ValueError
+            On an unknown experiment, ``members`` or ``block`` below 1, a negative or non-int ``seed``, another
+            ``dtype``, or parameters the experiment rejects (missing, unknown or out of range).
+        """
         if self.experiment not in EXPERIMENTS:
             raise ValueError(f"unknown experiment {self.experiment!r}; known: {sorted(EXPERIMENTS)}")
         validation.positive_int("members", self.members)
@@ -91,13 +153,51 @@ class SweepConfig:
 
 def block_generator(seed: int, setting: int, block: int) -> torch.Generator:
     """The CPU generator of one work unit, seeded from ``(seed + COMPANION_SEED, setting, block)`` through
-    ``numpy.random.SeedSequence`` (independent streams for distinct triples)."""
+    ``numpy.random.SeedSequence`` (independent streams for distinct triples).
+
+    Why a member's numbers do not depend on the number of processes (:ref:`ch-failures`'s width sweep).
+
+    Parameters
+    ----------
+    seed : int
+        The configuration's seed, ``≥ 0``.
+    setting : int
+        The index of the setting (a row of the result arrays).
+    block : int
+        The index of the block within the setting.
+
+    Returns
+    -------
+    torch.Generator
+        A seeded CPU generator.
+    """
     state = np.random.SeedSequence([seed + cdevice.seed_offset(), setting, block]).generate_state(2, dtype=np.uint32)
     return torch.Generator(device="cpu").manual_seed(int(state[0]) << 32 | int(state[1]))
 
 
 def blocks(members: int, block: int) -> list[tuple[int, int]]:
-    """The ``[lo, hi)`` member ranges of the blocks of one setting."""
+    """The ``[lo, hi)`` member ranges of the blocks of one setting.
+
+    The work units of a sweep (:ref:`ch-failures`).
+
+    Parameters
+    ----------
+    members : int
+        Members per setting.
+    block : int
+        Members per block, ``≥ 1``.
+
+    Returns
+    -------
+    list of (int, int)
+        ``⌈members/block⌉`` ranges covering ``0 … members−1`` in order; the last one may be shorter.
+
+    Examples
+    --------
+    >>> from companion import sweep
+    >>> sweep.blocks(10, 4)
+    [(0, 4), (4, 8), (8, 10)]
+    """
     return [(lo, min(lo + block, members)) for lo in range(0, members, block)]
 
 
@@ -174,6 +274,38 @@ def run_sweep(
     ``settings (S,)`` and one ``(S, members)`` array per result field, plus ``meta``; ``None`` on the other
     ranks. ``device``: where the members train (default: CPU under gloo, ``cuda:LOCAL_RANK`` under NCCL,
     else the package policy).
+
+    The width sweep of :ref:`ch-failures` (paper B, Section 3's remark on wide networks) at 10⁵–10⁶ members.
+
+    Parameters
+    ----------
+    cfg : SweepConfig
+        The sweep; validated first.
+    device : str, torch.device or None
+        Where the members train (``None``: see above).
+    log : callable, ``log(str) -> None``, or None
+        Called with one progress line per work unit.
+
+    Returns
+    -------
+    dict or None
+        On rank 0: ``settings`` ``(S,)``, one ``(S, members)`` numpy array per result field and ``meta`` (a dict:
+        configuration, world size, device, backend, torch version, seed offset, seconds per rank, date); ``None``
+        on the other ranks.
+
+    Raises
+    ------
+    ValueError
+        When ``cfg`` is invalid (see :meth:`SweepConfig.validated`).
+
+    Examples
+    --------
+    >>> from companion import sweep
+    >>> cfg = sweep.SweepConfig("failure_vs_width", members=3, block=2,
+    ...                         params={"d": 3, "ks": [2, 4], "sigma": 0.1, "mu": 0.1, "steps": 3, "tau": 0.01})
+    >>> result = sweep.run_sweep(cfg, device="cpu")
+    >>> result["settings"].tolist(), result["final_loss"].shape, result["fails"].dtype
+    ([2, 4], (2, 3), dtype('bool'))
     """
     cfg = cfg.validated()
     rank, world, distributed = _dist_info()
@@ -249,7 +381,22 @@ def _config_dict(cfg: SweepConfig) -> dict:
 
 
 def save(result: dict, path: str | Path) -> Path:
-    """Write :func:`run_sweep`'s result as a compressed ``.npz`` (the ``meta`` dict as a JSON string)."""
+    """Write :func:`run_sweep`'s result as a compressed ``.npz`` (the ``meta`` dict as a JSON string).
+
+    The sweep files :ref:`ch-failures` reads with :func:`load`.
+
+    Parameters
+    ----------
+    result : dict
+        :func:`run_sweep`'s result: numpy arrays and a JSON-serialisable ``meta``.
+    path : str or Path
+        The file to write (its folder is created).
+
+    Returns
+    -------
+    Path
+        ``path``.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     arrays = {k: v for k, v in result.items() if k != "meta"}
@@ -259,7 +406,20 @@ def save(result: dict, path: str | Path) -> Path:
 
 def load(path: str | Path) -> dict:
     """Read a sweep file written by :func:`save`: ``settings (S,)``, one ``(S, members)`` array per result
-    field, and ``meta`` (configuration, world size, device, torch version, seconds per rank)."""
+    field, and ``meta`` (configuration, world size, device, torch version, seconds per rank).
+
+    How :ref:`ch-failures` reads a width sweep (no ``torch.distributed`` needed).
+
+    Parameters
+    ----------
+    path : str or Path
+        A ``.npz`` file written by :func:`save`.
+
+    Returns
+    -------
+    dict
+        ``settings`` ``(S,)``, one ``(S, members)`` numpy array per result field, and ``meta`` (a dict).
+    """
     with np.load(Path(path), allow_pickle=False) as z:
         out = {k: z[k] for k in z.files if k != "meta"}
         out["meta"] = json.loads(str(z["meta"]))
@@ -268,7 +428,26 @@ def load(path: str | Path) -> dict:
 
 def main(argv=None) -> int:
     """``python -m companion.sweep CONFIG [--out PATH] [--device DEV] [--members N] [--quiet]`` (under
-    ``torchrun`` for several processes)."""
+    ``torchrun`` for several processes).
+
+    The command line of :ref:`ch-failures`'s width sweep; ``--backend gloo|nccl`` chooses the process group's
+    backend (default: NCCL with ``--device cuda``, else gloo) when ``WORLD_SIZE > 1``.
+
+    Parameters
+    ----------
+    argv : list of str or None
+        The arguments (``None``: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        ``0``; rank 0 writes the ``.npz`` file and prints one line about it.
+
+    Raises
+    ------
+    ValueError
+        When the configuration file is invalid.
+    """
     p = argparse.ArgumentParser(prog="python -m companion.sweep", description=__doc__.split("\n")[0])
     p.add_argument("config", help="JSON configuration (see companion.sweep.SweepConfig)")
     p.add_argument("--out", default=None, help="output .npz (default: the configuration's 'out')")

@@ -28,8 +28,9 @@ test: venv  ## everything, at quick scale
 lint: venv  ## ruff: lint and format check (also run by the test suite)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
-format: venv  ## ruff: apply the formatter and the safe fixes
-	$(BIN)/ruff check --fix . && $(BIN)/ruff format .
+format: venv  ## ruff: apply the formatter and the safe fixes (chapters: into their .md, then re-synced)
+	$(BIN)/ruff check --fix src tools tests benchmarks && $(BIN)/ruff format src tools tests benchmarks && \
+	  $(BIN)/python tools/chapters.py format
 
 seeds: venv  ## every chapter at seed offsets 0..SEEDS-1 -> book/_generated/seeds.md (COMPANION_SCALE picks the scale)
 	$(BIN)/python tools/robustness.py seeds --seeds $(SEEDS) --scale $${COMPANION_SCALE:-quick}

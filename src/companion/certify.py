@@ -31,7 +31,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Certificate", "lower_bound", "maximum", "arb"]
+__all__ = ["Certificate", "lower_bound", "maximum"]
 
 try:  # python-flint: ball arithmetic (Arb)
     from flint import arb

@@ -117,3 +117,42 @@ def test_chapters_share_the_running_box_and_name_their_records():
         assert label, f"{md.name}: a (ch-...)= label before the title"
         assert f'claims.ClaimCheck("{label.group(1)}"' in text, f"{md.name}: the claim check is named by the label"
         assert "set_num_threads" not in text, f"{md.name}: chapters do not change global thread settings"
+
+
+# A name of one to three letters and an underscore (``m_``, ``hi_``) says nothing a reader can use. The chapters
+# below still bind such names; this list may only shrink (remove a name once its chapter renames it, never add one).
+SHORT_NAME = re.compile(r"[A-Za-z]{1,3}_")
+SHORT_NAMES_ALLOWED = {
+    "05_closed_forms.md": {"a_", "b_", "hi_", "lo_", "m_", "mc_", "se_", "x_", "y_"},
+    "06_landscape.md": {"Wm_", "dev_", "g_", "n_"},
+    "07_pl_smoothness.md": {"H_", "W_", "ds_", "h_", "l_", "n_", "v_", "vp_"},
+    "09_failures.md": {"a_", "f_", "h_", "l_", "m_", "nx_", "p_", "s_"},
+}
+
+
+def _bound_names(source: str) -> set[str]:
+    """The names a cell binds: assignment and loop targets, ``with … as``, comprehensions, parameters, definitions."""
+    import ast
+
+    code = "\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in source.splitlines())
+    found = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.add(node.id)
+        elif isinstance(node, ast.arg):
+            found.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            found.add(node.name)
+    return found
+
+
+def test_chapters_bind_no_letters_and_underscore_names():
+    import jupytext
+
+    problems = []
+    for md in chapters.chapters():
+        cells = [c.source for c in jupytext.read(md).cells if c.cell_type == "code"]
+        short = {name for src in cells for name in _bound_names(src) if SHORT_NAME.fullmatch(name)}
+        if new := sorted(short - SHORT_NAMES_ALLOWED.get(md.name, set())):
+            problems.append(f"{md.name}: {', '.join(new)} (name what the value is)")
+    assert problems == [], "\n".join(problems)

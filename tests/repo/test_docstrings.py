@@ -1,0 +1,82 @@
+"""The package's public functions carry numpydoc sections: every function in a module's ``__all__`` (and every public
+method of a class there) that takes parameters has a ``Parameters`` section naming each of them, and one that returns
+a value has a ``Returns`` (or ``Yields``) section."""
+
+import ast
+import importlib
+import inspect
+import pkgutil
+import textwrap
+
+import pytest
+
+import companion
+
+MODULES = sorted(m.name for m in pkgutil.iter_modules(companion.__path__) if not m.name.startswith("_"))
+SECTIONS = ("Returns", "Yields", "Raises", "Warns", "See Also", "Notes", "References", "Examples")
+
+
+def _public_functions(module):
+    """``(name, function)`` for the functions of ``__all__`` and the public methods of its classes."""
+    for name in module.__all__:
+        obj = getattr(module, name)
+        if inspect.isfunction(obj):
+            yield name, obj
+        elif inspect.isclass(obj) and obj.__module__ == module.__name__:
+            for attr, value in vars(obj).items():
+                if isinstance(value, (staticmethod, classmethod)):
+                    value = value.__func__
+                if not attr.startswith("_") and inspect.isfunction(value):
+                    yield f"{name}.{attr}", value
+
+
+def _parameters(fn) -> list[str]:
+    return [p for p in inspect.signature(fn).parameters if p not in ("self", "cls")]
+
+
+def _returns_a_value(fn) -> bool:
+    """Whether the function's own body (not a nested one) returns something other than None, or yields."""
+    body = list(ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0].body)
+    while body:
+        node = body.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        if isinstance(node, ast.Return) and node.value is not None:
+            if not (isinstance(node.value, ast.Constant) and node.value.value is None):
+                return True
+        body.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _section(doc: str, title: str) -> str | None:
+    """The body of the numpydoc section ``title`` (up to the next section), or None when there is none."""
+    head = f"{title}\n{'-' * len(title)}\n"
+    if head not in doc:
+        return None
+    body = doc.split(head, 1)[1]
+    for other in SECTIONS:
+        body = body.split(f"\n{other}\n{'-' * len(other)}\n", 1)[0]
+    return body
+
+
+def _problems(fn) -> list[str]:
+    doc = inspect.getdoc(fn) or ""
+    problems = []
+    if params := _parameters(fn):
+        section = _section(doc, "Parameters")
+        if section is None:
+            problems.append("no Parameters section")
+        else:
+            problems += [f"parameter {p!r} not named" for p in params if p not in section]
+    if _returns_a_value(fn) and _section(doc, "Returns") is None and _section(doc, "Yields") is None:
+        problems.append("no Returns section")
+    return problems
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_public_functions_have_parameters_and_returns_sections(name):
+    module = importlib.import_module(f"companion.{name}")
+    problems = [f"companion.{name}.{qual}: {'; '.join(p)}" for qual, fn in _public_functions(module) if (p := _problems(fn))]
+    assert problems == [], "\n".join(problems)

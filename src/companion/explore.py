@@ -95,9 +95,28 @@ class LogSlider:
             raise ValueError(f"LogSlider value {self.value!r} is outside [lo, hi] = [{self.lo!r}, {self.hi!r}]")
 
     def describe(self) -> str:
+        """The range, for the static page.
+
+        Returns
+        -------
+        str
+            The range and its scale, e.g. ``"0.01 … 10 (log scale)"``.
+        """
         return f"{self.lo:g} … {self.hi:g} (log scale)"
 
     def widget(self, name: str):
+        """The ipywidgets control of the knob.
+
+        Parameters
+        ----------
+        name : str
+            The knob's label.
+
+        Returns
+        -------
+        ipywidgets.FloatLogSlider
+            A slider over ``[lo, hi]`` on a base-10 scale, at about 20 stops per decade (at least 50), set to ``value``.
+        """
         import ipywidgets as w
 
         lo, hi = math.log10(self.lo), math.log10(self.hi)
@@ -160,9 +179,28 @@ class Slider:
         return all(isinstance(x, int) and not isinstance(x, bool) for x in (self.lo, self.step, self.value))
 
     def describe(self) -> str:
+        """The range, for the static page.
+
+        Returns
+        -------
+        str
+            The range and its step, e.g. ``"1 … 8 (step 1)"``.
+        """
         return f"{self.lo:g} … {self.hi:g} (step {self.step:g})"
 
     def widget(self, name: str):
+        """The ipywidgets control of the knob.
+
+        Parameters
+        ----------
+        name : str
+            The knob's label.
+
+        Returns
+        -------
+        ipywidgets.IntSlider or ipywidgets.FloatSlider
+            A slider over ``[lo, hi]`` in steps of ``step``, set to ``value`` (an ``IntSlider`` for an integer knob).
+        """
         import ipywidgets as w
 
         cls = w.IntSlider if self.integer else w.FloatSlider
@@ -210,9 +248,28 @@ class Choice:
         object.__setattr__(self, "options", tuple(self.options))
 
     def describe(self) -> str:
+        """The options, for the static page.
+
+        Returns
+        -------
+        str
+            The options in braces, e.g. ``"{tanh, relu}"``.
+        """
         return "{" + ", ".join(map(str, self.options)) + "}"
 
     def widget(self, name: str):
+        """The ipywidgets control of the knob.
+
+        Parameters
+        ----------
+        name : str
+            The knob's label.
+
+        Returns
+        -------
+        ipywidgets.ToggleButtons or ipywidgets.Dropdown
+            Toggle buttons for up to four short options (40 characters in all), a dropdown otherwise; set to ``value``.
+        """
         import ipywidgets as w
 
         labels = [(str(o), o) for o in self.options]

@@ -102,6 +102,26 @@ def paper_b_loss_and_grad(W: Tensor, v: Tensor, X: Tensor, y: Tensor) -> tuple[T
     ``(E, k, n)``, residuals ``R = vᵀReLU(Z) − y`` ``(E, n)`` and ``M_j = (1/n) Σ_i 1{z_ji > 0} R_i x_i``:
     ``grad_W = v ⊙ M`` and ``grad_v_j = ⟨w_j, M_j⟩`` (ReLU's homogeneity). Two GEMMs, ``4 n d k E`` FLOPs;
     everything else is elementwise or a reduction over ``k`` or ``n`` that a compiler can fuse.
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The first-layer weights of every member.
+    v : Tensor, (E, k)
+        The output weights.
+    X : Tensor, (n, d)
+        The inputs, shared by the members.
+    y : Tensor, (n,)
+        The targets.
+
+    Returns
+    -------
+    loss : Tensor, (E,)
+        ``(1/2n) Σ_i (vᵀReLU(W x_i) − y_i)²`` per member.
+    grad_W : Tensor, (E, k, d)
+        Its gradient in ``W``.
+    grad_v : Tensor, (E, k)
+        Its gradient in ``v``.
     """
     E, k, d = W.shape
     n = X.shape[0]
@@ -118,7 +138,21 @@ _COMPILED: dict = {}
 
 def compiled(mode: str | None = "default", *, dynamic: bool = False) -> Callable:
     """:func:`paper_b_loss_and_grad` compiled by ``torch.compile`` with ``mode`` (cached per mode). ``mode=None``
-    returns the function itself (eager), for comparisons."""
+    returns the function itself (eager), for comparisons.
+
+    Parameters
+    ----------
+    mode : str or None
+        ``torch.compile``'s mode (``"default"``, ``"reduce-overhead"``, ``"max-autotune"``); ``None`` for eager.
+    dynamic : bool
+        ``torch.compile``'s ``dynamic`` (shapes that may change between calls).
+
+    Returns
+    -------
+    callable
+        ``(W, v, X, y) -> (loss, grad_W, grad_v)`` as :func:`paper_b_loss_and_grad`, compiled with ``fullgraph=True``
+        (the same object for the same ``mode`` and ``dynamic``).
+    """
     if mode is None:
         return paper_b_loss_and_grad
     key = (mode, dynamic)

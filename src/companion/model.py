@@ -68,7 +68,21 @@ class LossAndGrad(Protocol):
 
     def __call__(self, params: Sequence[Tensor], /) -> tuple[Tensor, list[Tensor]]: ...
 
-    def restrict(self, index: Tensor, /) -> LossAndGrad: ...
+    def restrict(self, index: Tensor, /) -> LossAndGrad:
+        """The closure of the members at positions ``index`` only (the restrict contract, module docstring).
+
+        Parameters
+        ----------
+        index : Tensor, (E',), int64
+            The positions of the members kept, increasing, on the parameters' device.
+
+        Returns
+        -------
+        LossAndGrad
+            The closure of those ``E'`` members: it takes ``[p[index] for p in params]`` and returns
+            ``(loss[index], [g[index] for g in grads])``.
+        """
+        ...
 
 
 @runtime_checkable
@@ -76,19 +90,79 @@ class Model(Protocol):
     """A network module: the four verbs over a parameter list with a leading ensemble axis (module docstring)."""
 
     def init_params(self, *args: Any, **options: Any) -> Params:
-        """The model's own initialisation: a list of tensors ``(E, …)``."""
+        """The model's own initialisation: a list of tensors ``(E, …)``.
+
+        Parameters
+        ----------
+        *args
+            The model's own sizes (ensemble, widths, inputs).
+        **options
+            The model's initialisation options (a seed, scales).
+
+        Returns
+        -------
+        list of Tensor, each (E, ...)
+            The parameter list in the model's order (module docstring).
+        """
         ...
 
     def forward(self, params: Sequence[Tensor], X: Tensor, /, *args: Any, **options: Any) -> Tensor:
-        """Outputs for every member and input, ``(E, n)`` or ``(E, n, r)``."""
+        """Outputs for every member and input, ``(E, n)`` or ``(E, n, r)``.
+
+        Parameters
+        ----------
+        params : sequence of Tensor, each (E, ...)
+            The parameter list.
+        X : Tensor, (n, d) or (E, n, d)
+            Inputs shared by the members, or one sample per member.
+        *args
+            The model's further positional arguments (paper C's :class:`~companion.widenet.Net`).
+        **options
+            The model's options (paper A's activation, paper B's ``fixed_v``).
+
+        Returns
+        -------
+        Tensor, (E, n) or (E, n, r)
+            The outputs of every member on every input.
+        """
         ...
 
     def loss_and_gradient(self, params: Sequence[Tensor], /, *data: Tensor, **options: Any) -> tuple[Tensor, list[Tensor]]:
-        """``(loss (E,), grads)`` with ``grads`` matching ``params``; ``data`` is ``(X, Y)`` or ``(target,)``."""
+        """``(loss (E,), grads)`` with ``grads`` matching ``params``; ``data`` is ``(X, Y)`` or ``(target,)``.
+
+        Parameters
+        ----------
+        params : sequence of Tensor, each (E, ...)
+            The parameter list.
+        *data : Tensor
+            ``(X, Y)`` for a loss on a sample, ``(target,)`` for paper B's population loss.
+        **options
+            The model's options, as in :meth:`forward`.
+
+        Returns
+        -------
+        loss : Tensor, (E,)
+            The loss of every member.
+        grads : list of Tensor, each (E, ...)
+            Its gradient, matching ``params``.
+        """
         ...
 
     def make_loss_and_grad(self, *data: Tensor, **options: Any) -> LossAndGrad:
-        """The closure of :meth:`loss_and_gradient` for :func:`companion.gd.run`, with ``restrict``."""
+        """The closure of :meth:`loss_and_gradient` for :func:`companion.gd.run`, with ``restrict``.
+
+        Parameters
+        ----------
+        *data : Tensor
+            As in :meth:`loss_and_gradient`, validated once here.
+        **options
+            The model's options, as in :meth:`loss_and_gradient`.
+
+        Returns
+        -------
+        LossAndGrad
+            ``closure(params) -> (loss (E,), grads)``, the values of :meth:`loss_and_gradient`, with ``restrict``.
+        """
         ...
 
 

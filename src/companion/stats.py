@@ -118,7 +118,18 @@ class Estimate:
 
     def contains(self, x):
         """Whether ``low ≤ x ≤ high``: a bool for one estimate, a bool array (broadcast against ``x``) for a
-        vectorised one or an array ``x``. ``nan`` lies in no interval."""
+        vectorised one or an array ``x``. ``nan`` lies in no interval.
+
+        Parameters
+        ----------
+        x : float or array_like
+            The value or values to test, broadcast against ``low`` and ``high``.
+
+        Returns
+        -------
+        bool or ndarray of bool
+            ``low ≤ x ≤ high``: a bool when both are scalars, else an array of the broadcast shape.
+        """
         inside = np.logical_and(np.asarray(self.low) <= x, np.asarray(x) <= self.high)
         return bool(inside) if inside.ndim == 0 else inside
 

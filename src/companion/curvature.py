@@ -68,7 +68,23 @@ def flatten(params: Sequence[Tensor] | dict) -> Tensor:
     """Concatenate parameter tensors ``(E, …)`` into flat vectors ``(E, P)`` (row-major, layer by layer).
 
     ``params``: a list/tuple of tensors (the parameter lists of :mod:`companion.model`, e.g. paper C's
-    :mod:`companion.widenet`, :ref:`ch-parameter-ball`), or a dict of them (flattened in its key order)."""
+    :mod:`companion.widenet`, :ref:`ch-parameter-ball`), or a dict of them (flattened in its key order).
+
+    Parameters
+    ----------
+    params : sequence of Tensor, each (E, ...), or dict of str to Tensor
+        A non-empty parameter list (or dict) with one leading ensemble size, on one device with one dtype.
+
+    Returns
+    -------
+    Tensor, (E, P)
+        ``P`` the number of parameters of one member.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is empty or not a list, tuple or dict, its tensors differ in ``E``, device or dtype.
+    """
     if isinstance(params, dict):
         params = list(params.values())
     if not isinstance(params, (list, tuple)) or not params:
@@ -84,7 +100,25 @@ def unflatten(theta: Tensor, shapes: Sequence[Sequence[int]] | dict) -> list[Ten
     """Inverse of :func:`flatten`: ``theta (E, P)`` into tensors ``(E, *shape)`` for each per-member ``shape``.
 
     ``shapes``: a list of per-member shapes (returns a list of views), or a dict ``{name: shape}`` (returns a
-    dict in that key order)."""
+    dict in that key order).
+
+    Parameters
+    ----------
+    theta : Tensor, (E, P)
+        Flat parameter vectors, ``P`` the total size of ``shapes``.
+    shapes : sequence of sequence of int, or dict of str to sequence of int
+        The per-member shapes, in order.
+
+    Returns
+    -------
+    list of Tensor or dict of str to Tensor
+        Views of ``theta`` of shapes ``(E, *shape)``, a dict when ``shapes`` is one.
+
+    Raises
+    ------
+    ValueError
+        When ``theta`` is not ``(E, P)`` with ``P`` the total size of ``shapes``.
+    """
     names = None
     if isinstance(shapes, dict):
         names, shapes = list(shapes), list(shapes.values())
@@ -100,7 +134,24 @@ def unflatten(theta: Tensor, shapes: Sequence[Sequence[int]] | dict) -> list[Ten
 
 def deepnet_loss_fn(params_like: Sequence[Tensor], X: Tensor, y: Tensor, act) -> LossFn:
     """Paper A's loss ``𝓛`` as a function of flat parameters ``(E, P) -> (E,)`` for networks shaped like
-    ``params_like`` (a parameter list, :mod:`companion.deepnet`). Paper A, Lemma 4.5 (:ref:`ch-smoothness`)."""
+    ``params_like`` (a parameter list, :mod:`companion.deepnet`). Paper A, Lemma 4.5 (:ref:`ch-smoothness`).
+
+    Parameters
+    ----------
+    params_like : sequence of Tensor, each (E, ...)
+        A parameter list of :mod:`companion.deepnet` giving the shapes (its values are not used).
+    X : Tensor, (n, d_0) or (E, n, d_0)
+        The inputs.
+    y : Tensor, (n,) or (E, n)
+        The targets.
+    act : str or Activation
+        The activation.
+
+    Returns
+    -------
+    callable, Tensor (E, P) -> Tensor (E,)
+        The loss of every member at flat parameters.
+    """
     params_like = deepnet.check_params(params_like)
     shapes = [tuple(p.shape[1:]) for p in params_like]
     return lambda theta: deepnet.loss(unflatten(theta, shapes), X, y, act)
@@ -112,6 +163,26 @@ def hvp(loss_fn: LossFn, theta: Tensor, v: Tensor) -> Tensor:
     (``torch.func.jvp`` of ``torch.func.grad``). ``theta``, ``v``: ``(E, P)``; returns ``(E, P)``.
 
     Used for the local smoothness of paper A's loss, Lemma 4.5 (:ref:`ch-smoothness`).
+
+    Parameters
+    ----------
+    loss_fn : callable, Tensor (E, P) -> Tensor (E,)
+        A loss with members independent (module docstring).
+    theta : Tensor, (E, P)
+        The point.
+    v : Tensor, (E, P)
+        One direction per member.
+
+    Returns
+    -------
+    Tensor, (E, P)
+        ``∇²loss_e(θ_e) v_e``, detached.
+
+    Raises
+    ------
+    ValueError
+        When ``theta`` or ``v`` is not a finite floating ``(E, P)`` tensor, they differ in shape, device or dtype, or
+        ``loss_fn`` does not return ``(E,)``.
     """
     validation.same_device(theta=theta, v=v)
     _check_theta(theta)
@@ -127,6 +198,23 @@ def hessian(loss_fn: LossFn, theta: Tensor) -> Tensor:
     """Dense Hessians ``(E, P, P)`` by ``P`` Hessian-vector products against the unit vectors (small ``P`` only).
 
     The reference that :func:`lanczos` is validated against (:ref:`ch-smoothness`).
+
+    Parameters
+    ----------
+    loss_fn : callable, Tensor (E, P) -> Tensor (E,)
+        A loss with members independent.
+    theta : Tensor, (E, P)
+        The point.
+
+    Returns
+    -------
+    Tensor, (E, P, P)
+        Every member's Hessian, symmetrised.
+
+    Raises
+    ------
+    ValueError
+        As :func:`hvp`.
     """
     _check_theta(theta)
     E, P = theta.shape
@@ -196,6 +284,40 @@ def lanczos(
     (the running extremes, and the unit Ritz vector of the largest-modulus Ritz value — without
     reorthogonalisation it is rebuilt by a second, identical pass of the recurrence, so memory stays at three
     vectors). Paper A, Lemma 4.5 (:ref:`ch-smoothness`) and paper C's output Hessian (:ref:`ch-parameter-ball`).
+
+    Parameters
+    ----------
+    matvec : callable, Tensor (E, P) -> Tensor (E, P)
+        Applies member ``e``'s symmetric operator to row ``e``.
+    E, P : int
+        The number of operators and their size.
+    steps : int
+        The number of iterations (at most ``P`` are run).
+    generator : torch.Generator or None
+        The CPU generator of the start vector and of restarts.
+    device : torch.device, str or None
+        Where the vectors live (default: ``v0``'s device, else the policy of :mod:`companion.device`).
+    dtype : torch.dtype
+        The vectors' dtype.
+    v0 : Tensor, (E, P), or None
+        The start vectors (a non-zero row per member), normalised here.
+    reorthogonalize : bool
+        Full reorthogonalisation against the stored basis, or the three-vector recurrence.
+    history : bool
+        Also return the extreme Ritz values after every iteration.
+    vector : bool
+        Also return the unit Ritz vector of the largest-modulus Ritz value.
+
+    Returns
+    -------
+    Tensor, (E, k), or LanczosResult
+        The Ritz values, ascending, ``k = min(steps, P)``; a :class:`LanczosResult` with ``history`` or ``vector``.
+
+    Raises
+    ------
+    ValueError
+        When ``E``, ``P`` or ``steps`` is not a positive int, ``v0`` is not ``(E, P)`` or has a zero row, or
+        ``matvec`` does not return ``(E, P)``.
     """
     validation.positive_int("E", E)
     validation.positive_int("P", P)
@@ -305,6 +427,22 @@ def extreme_eigenvalues(loss_fn: LossFn, theta: Tensor, steps: int = 60, *, seed
     """Smallest and largest Hessian eigenvalue of every member by batched Lanczos, each ``(E,)``.
 
     Paper A, the local smoothness of Lemma 4.5 (:ref:`ch-smoothness`).
+
+    Parameters
+    ----------
+    loss_fn : callable, Tensor (E, P) -> Tensor (E,)
+        A loss with members independent.
+    theta : Tensor, (E, P)
+        The point.
+    steps : int
+        Lanczos iterations.
+    seed : int
+        The seed of the CPU generator of the start vectors (the same on every device).
+
+    Returns
+    -------
+    lo, hi : Tensor, (E,)
+        The smallest and the largest Ritz value of every member's Hessian.
     """
     _check_theta(theta)
     E, P = theta.shape
@@ -314,13 +452,47 @@ def extreme_eigenvalues(loss_fn: LossFn, theta: Tensor, steps: int = 60, *, seed
 
 
 def top_eigenvalue(loss_fn: LossFn, theta: Tensor, steps: int = 60, *, seed: int = 0) -> Tensor:
-    """Largest (algebraic) Hessian eigenvalue ``λ_max(∇²loss_e)`` per member, ``(E,)``, by Lanczos. :ref:`ch-smoothness`."""
+    """Largest (algebraic) Hessian eigenvalue ``λ_max(∇²loss_e)`` per member, ``(E,)``, by Lanczos. :ref:`ch-smoothness`.
+
+    Parameters
+    ----------
+    loss_fn : callable, Tensor (E, P) -> Tensor (E,)
+        A loss with members independent.
+    theta : Tensor, (E, P)
+        The point.
+    steps : int
+        Lanczos iterations.
+    seed : int
+        The seed of the start vectors.
+
+    Returns
+    -------
+    Tensor, (E,)
+        ``λ_max`` of every member's Hessian.
+    """
     return extreme_eigenvalues(loss_fn, theta, steps, seed=seed)[1]
 
 
 def spectral_norm(loss_fn: LossFn, theta: Tensor, steps: int = 60, *, seed: int = 0) -> Tensor:
     """``‖∇²loss_e‖_op = max(|λ_min|, |λ_max|)`` per member, ``(E,)``: the local smoothness constant that
-    Lemma 4.5 bounds (paper A, :ref:`ch-smoothness`)."""
+    Lemma 4.5 bounds (paper A, :ref:`ch-smoothness`).
+
+    Parameters
+    ----------
+    loss_fn : callable, Tensor (E, P) -> Tensor (E,)
+        A loss with members independent.
+    theta : Tensor, (E, P)
+        The point.
+    steps : int
+        Lanczos iterations.
+    seed : int
+        The seed of the start vectors.
+
+    Returns
+    -------
+    Tensor, (E,)
+        ``max(|λ_min|, |λ_max|)`` of every member's Hessian.
+    """
     lo, hi = extreme_eigenvalues(loss_fn, theta, steps, seed=seed)
     return torch.maximum(lo.abs(), hi.abs())
 
@@ -330,6 +502,29 @@ def eigsh(loss_fn: LossFn, theta: Tensor, which: str = "LA", k: int = 1, tol: fl
 
     ``which`` as in scipy (``'LA'`` largest algebraic, ``'SA'`` smallest, ``'LM'`` largest magnitude).
     Returns ``(E, k)`` eigenvalues in scipy's order (ascending). :ref:`ch-smoothness` (validation of :func:`lanczos`).
+
+    Parameters
+    ----------
+    loss_fn : callable, Tensor (E, P) -> Tensor (E,)
+        A loss with members independent.
+    theta : Tensor, (E, P)
+        The point.
+    which : str
+        scipy's ``which``.
+    k : int
+        The number of eigenvalues, ``1 ≤ k < P``.
+    tol : float
+        scipy's relative accuracy (0: machine precision).
+
+    Returns
+    -------
+    Tensor, (E, k)
+        Each member's eigenvalues, ascending, on ``theta``'s device.
+
+    Raises
+    ------
+    ValueError
+        When ``theta`` is not a finite floating ``(E, P)`` tensor or ``k`` is not in ``[1, P)``.
     """
     from scipy.sparse.linalg import LinearOperator
     from scipy.sparse.linalg import eigsh as _eigsh
@@ -353,7 +548,22 @@ def eigsh(loss_fn: LossFn, theta: Tensor, which: str = "LA", k: int = 1, tol: fl
 
 
 def loss_fn_member(loss_fn: LossFn, theta: Tensor, e: int) -> LossFn:
-    """Member ``e``'s loss as a function of a single flat vector ``(1, P) -> (1,)`` (the other members fixed at ``theta``)."""
+    """Member ``e``'s loss as a function of a single flat vector ``(1, P) -> (1,)`` (the other members fixed at ``theta``).
+
+    Parameters
+    ----------
+    loss_fn : callable, Tensor (E, P) -> Tensor (E,)
+        A loss with members independent.
+    theta : Tensor, (E, P)
+        The point at which the other members are held.
+    e : int
+        The member.
+
+    Returns
+    -------
+    callable, Tensor (1, P) -> Tensor (1,)
+        Member ``e``'s loss as a function of its own flat vector.
+    """
 
     def f(th: Tensor) -> Tensor:
         full = torch.cat([theta[:e].detach(), th, theta[e + 1 :].detach()], dim=0)

@@ -94,7 +94,25 @@ def empirical_gate_moment(X: Tensor, u: Tensor, w: Tensor) -> Tensor:
     """``M̂(u_b, w_b) = (1/n) Σ_i 1{x_iᵀu_b ≥ 0} 1{x_iᵀw_b ≥ 0} x_i x_iᵀ`` for every pair ``b`` (paper B, Section 6.7;
     :ref:`ch-uniform-concentration`). ``X``: ``(n, d)``; ``u, w``: ``(B, d)`` → ``(B, d, d)``. The upper triangles of
     all pairs come from
-    one matrix product of the ``(B, n)`` gates with the ``(n, d(d+1)/2)`` outer products ``x_i x_iᵀ``."""
+    one matrix product of the ``(B, n)`` gates with the ``(n, d(d+1)/2)`` outer products ``x_i x_iᵀ``.
+
+    Parameters
+    ----------
+    X : Tensor, (n, d)
+        The sample.
+    u, w : Tensor, (B, d)
+        The pairs of directions.
+
+    Returns
+    -------
+    Tensor, (B, d, d)
+        ``M̂(u_b, w_b)`` for every pair, symmetric.
+
+    Raises
+    ------
+    ValueError
+        When the shapes, devices or dtypes do not match.
+    """
     _check_pairs(X, u, w)
     return _moments(X, u, w, _outer_features(X))
 
@@ -113,7 +131,25 @@ def _deviation(X: Tensor, u: Tensor, w: Tensor, feats) -> Tensor:
 
 def deviation(X: Tensor, u: Tensor, w: Tensor) -> Tensor:
     """``‖M̂(u_b, w_b) − M(u_b, w_b)‖_op`` for every pair, shape ``(B,)`` (Theorem 10's quantity; :ref:`ch-uniform-concentration`).
-    ``M`` from :func:`companion.population.gate_second_moment`."""
+    ``M`` from :func:`companion.population.gate_second_moment`.
+
+    Parameters
+    ----------
+    X : Tensor, (n, d)
+        The sample (standard Gaussian inputs for the population moment ``M`` to apply).
+    u, w : Tensor, (B, d)
+        The pairs of directions.
+
+    Returns
+    -------
+    Tensor, (B,)
+        ``‖M̂(u_b, w_b) − M(u_b, w_b)‖_op`` for every pair.
+
+    Raises
+    ------
+    ValueError
+        When the shapes, devices or dtypes do not match.
+    """
     _check_pairs(X, u, w)
     return _deviation(X, u, w, _outer_features(X))
 
@@ -131,7 +167,29 @@ def _sym_opnorm(A: Tensor) -> Tensor:
 def random_pairs(
     B: int, d: int, *, generator: torch.Generator | None = None, like: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
-    """``B`` pairs ``(u, w)`` uniform on the sphere pair, each ``(B, d)`` (:ref:`ch-uniform-concentration`)."""
+    """``B`` pairs ``(u, w)`` uniform on the sphere pair, each ``(B, d)`` (:ref:`ch-uniform-concentration`).
+
+    Parameters
+    ----------
+    B : int
+        The number of pairs.
+    d : int
+        The dimension.
+    generator : torch.Generator or None
+        The CPU generator of the draws (:mod:`companion.device`).
+    like : Tensor or None
+        A tensor whose dtype and device the pairs take (default: the policy's).
+
+    Returns
+    -------
+    u, w : Tensor, (B, d)
+        Unit vectors, independent and uniform on the sphere.
+
+    Raises
+    ------
+    ValueError
+        When ``B`` or ``d`` is not a positive int.
+    """
     validation.positive_int("B", B)
     validation.positive_int("d", d)
     kw = {} if like is None else {"dtype": like.dtype, "device": like.device}
@@ -140,7 +198,27 @@ def random_pairs(
 
 def random_search(X: Tensor, evaluations: int, *, generator: torch.Generator | None = None) -> Tensor:
     """Baseline lower bound on ``δ*``: the largest deviation over ``evaluations`` uniformly random pairs, as a
-    running maximum of shape ``(evaluations,)`` (:ref:`ch-uniform-concentration`)."""
+    running maximum of shape ``(evaluations,)`` (:ref:`ch-uniform-concentration`).
+
+    Parameters
+    ----------
+    X : Tensor, (n, d)
+        The sample.
+    evaluations : int
+        The number of random pairs.
+    generator : torch.Generator or None
+        The CPU generator of the pairs.
+
+    Returns
+    -------
+    Tensor, (evaluations,)
+        The running maximum of the deviations met, each a lower bound on ``δ*``.
+
+    Raises
+    ------
+    ValueError
+        When ``X`` is not a finite ``(n, d)`` tensor or ``evaluations`` is not a positive int.
+    """
     validation.tensor("X", X, ndim=2)
     validation.positive_int("evaluations", evaluations)
     u, w = random_pairs(evaluations, X.shape[1], generator=generator, like=X)
@@ -165,6 +243,37 @@ def search_sup(
     best ``chains`` start a batched (1+λ) evolution strategy with λ = ``proposals`` for ``rounds`` rounds.
     Returns ``{"value": float, "u": (d,), "w": (d,), "trace": (evaluations,) running maximum, "evaluations": int}``.
     Every evaluated value is an exact deviation, so ``value`` (and every entry of ``trace``) is a lower bound.
+
+    Parameters
+    ----------
+    X : Tensor, (n, d)
+        The sample.
+    initial : int
+        The number of random starting pairs.
+    chains : int
+        The number of best starts that are refined (at most ``initial``).
+    proposals : int
+        The proposals per chain and round, λ.
+    rounds : int
+        The rounds of the evolution strategy.
+    step : float
+        The initial step on the sphere (scaled by 1.5 after a success, 0.5 after a failure, within ``[1e-4, 2]``).
+    generator : torch.Generator or None
+        The CPU generator of the draws.
+    extra_pairs : tuple of Tensor, each (B', d), or None
+        Further starting pairs ``(u, w)``, normalised here.
+
+    Returns
+    -------
+    dict
+        ``"value"`` (float, the best deviation found), ``"u"``, ``"w"`` (``(d,)``, its pair), ``"trace"``
+        (``(evaluations,)``, the running maximum) and ``"evaluations"`` (int).
+
+    Raises
+    ------
+    ValueError
+        When ``X`` is not a finite ``(n, d)`` tensor, a count is not a positive int, ``chains > initial``, ``step`` is
+        negative, or ``extra_pairs`` lie on another device or dtype.
     """
     validation.tensor("X", X, ndim=2)
     for name, v in (("initial", initial), ("chains", chains), ("proposals", proposals), ("rounds", rounds)):
@@ -213,6 +322,28 @@ def gradient_gap_ratio(W: Tensor, v: Tensor, X: Tensor, a: Tensor) -> dict:
     ``W``: ``(E, 2, d)``, ``v``: ``(E, 2)``, ``X``: ``(n, d)`` shared or ``(E, n, d)`` one data set per member,
     ``a``: ``(d,)``. Returns ``{"ratio": (E, 2),
     "gap": (E, 2), "error": (E,)}``. Lemma 11 says ``ratio ≤ δ`` with ``δ`` from Theorem 10.
+
+    Parameters
+    ----------
+    W : Tensor, (E, 2, d)
+        The first-layer weights along the trajectory (one member per point).
+    v : Tensor, (E, 2)
+        The output weights, ``v[:, 0] > 0 > v[:, 1]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The sample, shared or one per member.
+    a : Tensor, (d,)
+        The target.
+
+    Returns
+    -------
+    dict of str to Tensor
+        ``"ratio"`` ``(E, 2)``, ``"gap"`` ``(E, 2)`` (``‖∇̂_{w_i} L − ∇_{w_i} L‖``) and ``"error"`` ``(E,)``.
+
+    Raises
+    ------
+    ValueError
+        When ``k ≠ 2``, the signs of ``v`` are not ``[+, −]``, the shapes do not match, or the tensors lie on different
+        devices or dtypes.
     """
     from . import relunet
 
@@ -242,7 +373,31 @@ def path_deviation(W: Tensor, v: Tensor, X: Tensor, a: Tensor, points: int = 33)
     ``w_1`` the pairs ``(a + t h1, w1)`` and ``(−a + t h2, w1)``, for ``w_2`` the pairs ``(a + t h1, w2)`` and
     ``(−a + t h2, w2)``, ``t`` on a grid of ``points`` values in ``[0, 1]``. Since
     ``∇̂_{w1} − ∇_{w1} = v1 [∫ (M̂ − M)(a + t h1, w1) dt h1 − ∫ (M̂ − M)(−a + t h2, w1) dt h2]`` (and likewise for
-    ``w2``), ``ratio_i ≤ sup_t`` of these deviations. ``X``: ``(n, d)`` or ``(E, n, d)``. Returns ``(E, 2)``."""
+    ``w2``), ``ratio_i ≤ sup_t`` of these deviations. ``X``: ``(n, d)`` or ``(E, n, d)``. Returns ``(E, 2)``.
+
+    Parameters
+    ----------
+    W : Tensor, (E, 2, d)
+        The first-layer weights.
+    v : Tensor, (E, 2)
+        The output weights, ``[+v1, −v2]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The sample, shared or one per member.
+    a : Tensor, (d,)
+        The target.
+    points : int
+        The grid size of ``t``.
+
+    Returns
+    -------
+    Tensor, (E, 2)
+        For each member and neuron, the largest deviation over the pairs of the path.
+
+    Raises
+    ------
+    ValueError
+        When ``points`` is not a positive int or the tensors lie on different devices or dtypes.
+    """
     validation.positive_int("points", points)
     validation.same_device(W=W, v=v, X=X, a=a)
     E, _, d = W.shape
@@ -275,6 +430,26 @@ def sqrt_law_fit(ratios, deviations, confidence: float = 0.99):
     is Theorem 10's rate; the ``d/n`` term is the finite-size term that the sample covariance and the proof's bound
     (Appendix C.6, Step 4) also carry. A pure ``d/n`` law has ``c1 = 0``; a decay slower than ``√(d/n)`` forces
     ``c2 < 0``.
+
+    Parameters
+    ----------
+    ratios : array_like, (K,)
+        The values of ``n/d``, positive, ``K ≥ 3``.
+    deviations : array_like, (K, E)
+        One curve of searched deviations per member, finite, ``E ≥ 2``.
+    confidence : float
+        The confidence of the intervals, in ``(0, 1)``.
+
+    Returns
+    -------
+    c1, c2 : Estimate
+        The coefficients of ``√(d/n)`` and ``d/n``: their mean over members with a t-interval.
+
+    Raises
+    ------
+    ValueError
+        When the shapes are wrong, a ratio is not positive, a deviation is not finite, or ``confidence`` is not in
+        ``(0, 1)``.
     """
     from dataclasses import replace
 

@@ -60,7 +60,24 @@ C_J = 2.0  # Lipschitz constant of J_i'(u) = 2(u − y_i), paper A's c_J for the
 
 
 def check_params(params: Sequence[Tensor]) -> list[Tensor]:
-    """Validate a parameter list: L ≥ 1 tensors ``(E, d_ℓ, d_{ℓ-1})`` that chain, with ``d_L = 1``."""
+    """Validate a parameter list: L ≥ 1 tensors ``(E, d_ℓ, d_{ℓ-1})`` that chain, with ``d_L = 1``.
+
+    Parameters
+    ----------
+    params : sequence of Tensor, each (E, d_ℓ, d_{ℓ-1})
+        The weights ``w_1 … w_L``.
+
+    Returns
+    -------
+    list of Tensor, each (E, d_ℓ, d_{ℓ-1})
+        The same tensors, as a list.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is empty or not a list or tuple, a tensor is not a finite floating 3-d tensor, the ensemble
+        sizes differ, consecutive widths do not chain, ``d_L ≠ 1``, or the tensors lie on different devices or dtypes.
+    """
     if not isinstance(params, (list, tuple)) or len(params) == 0:
         raise ValueError("params must be a non-empty list of tensors of shape (E, d_l, d_(l-1))")
     out = []
@@ -102,7 +119,18 @@ def _check_data(params: list[Tensor], X: Tensor, y: Tensor | None = None) -> tup
 
 
 def widths_of(params: Sequence[Tensor]) -> list[int]:
-    """``[d_0, d_1, …, d_L]`` of a parameter list."""
+    """``[d_0, d_1, …, d_L]`` of a parameter list.
+
+    Parameters
+    ----------
+    params : sequence of Tensor, each (E, d_ℓ, d_{ℓ-1})
+        The weights ``w_1 … w_L`` (not checked).
+
+    Returns
+    -------
+    list of int
+        ``[d_0, d_1, …, d_L]``, ``L + 1`` widths.
+    """
     return [params[0].shape[2]] + [w.shape[1] for w in params]
 
 
@@ -144,7 +172,31 @@ def init_params(
 
 
 def ball_data(n: int, d: int, *, c_x: float = 1.0, generator: torch.Generator | None = None, device=None, dtype=None) -> Tensor:
-    """``n`` inputs uniform in the ball ``‖x‖ ≤ c_x √d`` (Assumption 3.2), shape ``(n, d)``."""
+    """``n`` inputs uniform in the ball ``‖x‖ ≤ c_x √d`` (Assumption 3.2), shape ``(n, d)``.
+
+    Parameters
+    ----------
+    n : int
+        The number of inputs.
+    d : int
+        Their dimension.
+    c_x : float
+        Assumption 3.2's constant: the ball's radius is ``c_x √d``.
+    generator : torch.Generator or None
+        The CPU generator of the draws (:mod:`companion.device`).
+    device, dtype : optional
+        Where the inputs go (default: the policy of :mod:`companion.device`).
+
+    Returns
+    -------
+    Tensor, (n, d)
+        Inputs uniform in the ball.
+
+    Raises
+    ------
+    ValueError
+        When ``n`` or ``d`` is not a positive int.
+    """
     validation.positive_int("n", n)
     validation.positive_int("d", d)
     dev, dt = resolve(device, dtype)
@@ -154,7 +206,25 @@ def ball_data(n: int, d: int, *, c_x: float = 1.0, generator: torch.Generator | 
 
 
 def check_assumption_3_2(X: Tensor, c_x: float = 1.0) -> Tensor:
-    """Raise ``ValueError`` unless every input satisfies ``‖x_i‖ ≤ c_x √d`` (paper A, Assumption 3.2)."""
+    """Raise ``ValueError`` unless every input satisfies ``‖x_i‖ ≤ c_x √d`` (paper A, Assumption 3.2).
+
+    Parameters
+    ----------
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs.
+    c_x : float
+        Assumption 3.2's constant.
+
+    Returns
+    -------
+    Tensor
+        ``X`` itself.
+
+    Raises
+    ------
+    ValueError
+        When ``X`` is not a finite floating 2-d or 3-d tensor, or an input has ``‖x_i‖ > c_x √d``.
+    """
     validation.tensor("X", X, ndim=(2, 3))
     d = X.shape[-1]
     worst = X.norm(dim=-1).max().item()
@@ -180,6 +250,27 @@ def forward_all(params: Sequence[Tensor], X: Tensor, act) -> tuple[list[Tensor],
 
     Returns ``(zs, hs)``: ``zs[ℓ-1]`` is ``(E, n, d_ℓ)`` for ℓ = 1..L; ``hs[ℓ]`` is ``(E, n, d_ℓ)`` for ℓ = 0..L
     with ``hs[0] = X`` broadcast to the ensemble.
+
+    Parameters
+    ----------
+    params : sequence of Tensor, each (E, d_ℓ, d_{ℓ-1})
+        The weights ``w_1 … w_L``.
+    X : Tensor, (n, d_0) or (E, n, d_0)
+        The inputs, shared by the members or one sample per member.
+    act : str or Activation
+        σ (:func:`companion.activations.get`).
+
+    Returns
+    -------
+    zs : list of Tensor, each (E, n, d_ℓ)
+        The pre-activations of layers 1 … L.
+    hs : list of Tensor, each (E, n, d_ℓ)
+        The activations of layers 0 … L (``hs[0]`` is ``X``).
+
+    Raises
+    ------
+    ValueError
+        As :func:`check_params`, or when ``X`` does not match the weights.
     """
     params = check_params(params)
     X, _ = _check_data(params, X)
@@ -207,7 +298,29 @@ def forward(params: Sequence[Tensor], X: Tensor, act) -> Tensor:
 
 
 def loss(params: Sequence[Tensor], X: Tensor, y: Tensor, act) -> Tensor:
-    """``𝓛(W) = (1/n) Σ_i (F(x_i; W) − y_i)²`` per member, shape ``(E,)``."""
+    """``𝓛(W) = (1/n) Σ_i (F(x_i; W) − y_i)²`` per member, shape ``(E,)``.
+
+    Parameters
+    ----------
+    params : sequence of Tensor, each (E, d_ℓ, d_{ℓ-1})
+        The weights ``w_1 … w_L``.
+    X : Tensor, (n, d_0) or (E, n, d_0)
+        The inputs.
+    y : Tensor, (n,) or (E, n)
+        The targets.
+    act : str or Activation
+        σ.
+
+    Returns
+    -------
+    Tensor, (E,)
+        The mean squared error of every member.
+
+    Raises
+    ------
+    ValueError
+        As :func:`check_params`, or when ``X`` or ``y`` does not match the weights.
+    """
     params = check_params(params)
     _check_data(params, X, y)
     return ((forward(params, X, act) - y) ** 2).mean(dim=-1)
@@ -218,6 +331,25 @@ def backward_deltas(params: Sequence[Tensor], zs: Sequence[Tensor], act) -> list
 
     ``δ_L = σ'(z_L)``, ``δ_ℓ = σ'(z_ℓ) ⊙ (w_{ℓ+1}ᵀ δ_{ℓ+1})``; returns ``[δ_1, …, δ_L]``, each ``(E, n, d_ℓ)``,
     so that ``∇_{w_ℓ} F(x_i) = δ_{ℓ,i} h_{ℓ-1,i}ᵀ``. Paper A, Lemma 4.2 (:ref:`ch-setup`).
+
+    Parameters
+    ----------
+    params : sequence of Tensor, each (E, d_ℓ, d_{ℓ-1})
+        The weights ``w_1 … w_L``.
+    zs : sequence of Tensor, each (E, n, d_ℓ)
+        The pre-activations of :func:`forward_all`, one per layer.
+    act : str or Activation
+        σ.
+
+    Returns
+    -------
+    list of Tensor, each (E, n, d_ℓ)
+        ``[δ_1, …, δ_L]``.
+
+    Raises
+    ------
+    ValueError
+        When ``zs`` has not one tensor per layer, or the tensors lie on different devices or dtypes.
     """
     sigma = activations.get(act)
     if len(zs) != len(params):
@@ -235,7 +367,27 @@ def _backward_unchecked(params: Sequence[Tensor], zs: Sequence[Tensor], sigma: a
 
 
 def output_gradient(params: Sequence[Tensor], X: Tensor, act) -> list[Tensor]:
-    """Per-sample gradients ``∇_{w_ℓ} F(x_i; W) = δ_ℓ h_{ℓ-1}ᵀ`` by Lemma 4.2: ``(E, n, d_ℓ, d_{ℓ-1})`` per layer."""
+    """Per-sample gradients ``∇_{w_ℓ} F(x_i; W) = δ_ℓ h_{ℓ-1}ᵀ`` by Lemma 4.2: ``(E, n, d_ℓ, d_{ℓ-1})`` per layer.
+
+    Parameters
+    ----------
+    params : sequence of Tensor, each (E, d_ℓ, d_{ℓ-1})
+        The weights ``w_1 … w_L``.
+    X : Tensor, (n, d_0) or (E, n, d_0)
+        The inputs.
+    act : str or Activation
+        σ.
+
+    Returns
+    -------
+    list of Tensor, each (E, n, d_ℓ, d_{ℓ-1})
+        The gradient of every output ``F(x_i)`` in every layer's weights.
+
+    Raises
+    ------
+    ValueError
+        As :func:`forward_all`.
+    """
     zs, hs = forward_all(params, X, act)
     deltas = backward_deltas(params, zs, act)
     return [delta.unsqueeze(-1) * h.unsqueeze(-2) for delta, h in zip(deltas, hs[:-1])]
@@ -356,6 +508,29 @@ def loss_and_gradient_autograd(params: Sequence[Tensor], X: Tensor, y: Tensor, a
     """The same as :func:`loss_and_gradient` by reverse-mode autograd (the reference in :ref:`ch-setup`'s check).
 
     Members are independent, so the gradient of ``Σ_e 𝓛_e`` is each member's own gradient.
+
+    Parameters
+    ----------
+    params : sequence of Tensor, each (E, d_ℓ, d_{ℓ-1})
+        The weights ``w_1 … w_L``.
+    X : Tensor, (n, d_0) or (E, n, d_0)
+        The inputs.
+    y : Tensor, (n,) or (E, n)
+        The targets.
+    act : str or Activation
+        σ.
+
+    Returns
+    -------
+    loss : Tensor, (E,)
+        As :func:`loss`.
+    grads : list of Tensor, each (E, d_ℓ, d_{ℓ-1})
+        Its gradient, detached.
+
+    Raises
+    ------
+    ValueError
+        As :func:`loss`.
     """
     params = [w.detach().requires_grad_(True) for w in check_params(params)]
     with torch.enable_grad():
@@ -373,6 +548,25 @@ def embed(params: Sequence[Tensor], width: int) -> tuple[list[Tensor], list[Tens
     0, outputs ``σ(0) = 0`` and receives zero gradient in and out, so outputs, loss and gradients on the original
     weights are unchanged and GD keeps the padding at zero. Lets one ensemble hold networks of several widths
     (:ref:`ch-descent`'s sweep over ``d_max``). Raises ``ValueError`` if ``width`` is smaller than a hidden width.
+
+    Parameters
+    ----------
+    params : sequence of Tensor, each (E, d_ℓ, d_{ℓ-1})
+        The weights ``w_1 … w_L``.
+    width : int
+        The common hidden width, at least every hidden ``d_ℓ``.
+
+    Returns
+    -------
+    padded : list of Tensor, each (E, d'_ℓ, d'_{ℓ-1})
+        The weights, zero on the padding.
+    mask : list of Tensor, each (E, d'_ℓ, d'_{ℓ-1})
+        1 on the original weights, 0 on the padding.
+
+    Raises
+    ------
+    ValueError
+        As :func:`check_params`, when ``width`` is not a positive int, or smaller than a hidden width.
     """
     params = check_params(params)
     validation.positive_int("width", width)
@@ -397,6 +591,22 @@ def gradient_relative_error(params: Sequence[Tensor], X: Tensor, y: Tensor, act)
     recursion (:func:`loss_and_gradient`) against reverse-mode autograd (:func:`loss_and_gradient_autograd`).
 
     Paper A, Lemma 4.2 (:ref:`ch-setup`).
+
+    Parameters
+    ----------
+    params : sequence of Tensor, each (E, d_ℓ, d_{ℓ-1})
+        The weights ``w_1 … w_L``.
+    X : Tensor, (n, d_0) or (E, n, d_0)
+        The inputs.
+    y : Tensor, (n,) or (E, n)
+        The targets.
+    act : str or Activation
+        σ.
+
+    Returns
+    -------
+    Tensor, (E,)
+        The relative error of the explicit gradient.
     """
     _, g_exp = loss_and_gradient(params, X, y, act)
     _, g_ref = loss_and_gradient_autograd(params, X, y, act)
@@ -406,16 +616,54 @@ def gradient_relative_error(params: Sequence[Tensor], X: Tensor, y: Tensor, act)
 
 
 def norm(params: Sequence[Tensor]) -> Tensor:
-    """``‖W‖_F = (Σ_ℓ ‖w_ℓ‖_F²)^{1/2}`` per member, shape ``(E,)``."""
+    """``‖W‖_F = (Σ_ℓ ‖w_ℓ‖_F²)^{1/2}`` per member, shape ``(E,)``.
+
+    Parameters
+    ----------
+    params : sequence of Tensor, each (E, d_ℓ, d_{ℓ-1})
+        The weights ``w_1 … w_L`` (not checked).
+
+    Returns
+    -------
+    Tensor, (E,)
+        ``‖W‖_F`` of every member.
+    """
     return torch.sqrt(sum((w**2).sum(dim=(1, 2)) for w in params))
 
 
 def blockdiag(params: Sequence[Tensor]) -> Tensor:
-    """Paper A's ``W = blockdiag(w_1, …, w_L)``, shape ``(E, Σ_{ℓ≥1} d_ℓ, Σ_{ℓ<L} d_ℓ)``."""
+    """Paper A's ``W = blockdiag(w_1, …, w_L)``, shape ``(E, Σ_{ℓ≥1} d_ℓ, Σ_{ℓ<L} d_ℓ)``.
+
+    Parameters
+    ----------
+    params : sequence of Tensor, each (E, d_ℓ, d_{ℓ-1})
+        The weights ``w_1 … w_L``.
+
+    Returns
+    -------
+    Tensor, (E, Σ_{ℓ≥1} d_ℓ, Σ_{ℓ<L} d_ℓ)
+        ``blockdiag(w_1, …, w_L)`` of every member.
+
+    Raises
+    ------
+    ValueError
+        As :func:`check_params`.
+    """
     params = check_params(params)
     return torch.stack([torch.block_diag(*[w[e] for w in params]) for e in range(params[0].shape[0])])
 
 
 def d_max(params: Sequence[Tensor]) -> int:
-    """``max_ℓ d_ℓ`` over ℓ = 0..L, as in paper A's constants."""
+    """``max_ℓ d_ℓ`` over ℓ = 0..L, as in paper A's constants.
+
+    Parameters
+    ----------
+    params : sequence of Tensor, each (E, d_ℓ, d_{ℓ-1})
+        The weights ``w_1 … w_L`` (not checked).
+
+    Returns
+    -------
+    int
+        ``max(d_0, …, d_L)``.
+    """
     return max(widths_of(params))

@@ -83,6 +83,23 @@ def first_hit(mask, iterations) -> np.ndarray:
     """First recorded iteration at which ``mask (R, E)`` holds, per member ``(E,)``; ``−1`` where it never does.
 
     The phase boundaries ``T_1`` and ``T_2`` of Theorem 2 (:ref:`ch-three-phases`).
+
+    Parameters
+    ----------
+    mask : array_like of bool, (R, E)
+        The condition at each recorded iteration and member.
+    iterations : array_like of int, (R,)
+        The recorded iterations.
+
+    Returns
+    -------
+    ndarray of int, (E,)
+        The first iteration at which the condition holds, ``−1`` where it never does.
+
+    Raises
+    ------
+    ValueError
+        When ``mask`` is not ``(R, E)`` with ``R = len(iterations)``.
     """
     mask, it = _arr(mask).astype(bool), _arr(iterations)
     if mask.ndim != 2 or mask.shape[0] != it.shape[0]:
@@ -114,6 +131,27 @@ def invariance(values, level: float, iterations, *, until=None) -> Invariance:
     ``values``: ``(R, E)`` (e.g. the larger of the two angles); ``iterations``: ``(R,)``; ``until``: optional
     ``(E,)`` last iteration to inspect per member (e.g. the end of phase 2 for Lemma 7). The worst value is
     taken over the recorded iterations from the member's first entry on.
+
+    Parameters
+    ----------
+    values : array_like, (R, E)
+        The recorded quantity.
+    level : float
+        The set's level.
+    iterations : array_like of int, (R,)
+        The recorded iterations.
+    until : array_like of int, (E,), or None
+        The last iteration inspected per member (default: all).
+
+    Returns
+    -------
+    Invariance
+        The entry iteration per member ``(E,)``, the worst value after entry, and how many members entered.
+
+    Raises
+    ------
+    ValueError
+        When ``values`` is not ``(R, E)`` with ``R = len(iterations)``.
     """
     y, it = _arr(values).astype(float), _arr(iterations)
     if y.ndim != 2 or y.shape[0] != it.shape[0]:
@@ -135,6 +173,22 @@ def imbalance_drift(h: dict, iterations, mu, *, error_min: float = 1e-6) -> dict
     ``t, t + 1`` give the drift. ``mu``: ``(E,)`` or a float. Only steps with ``error > error_min`` count (below,
     the drift is rounding noise). Returns ``{"paper": max ratio to the c_6 bound, "lemma12": max ratio to the
     5/2 bound, "pairs": number of (step, member) pairs used}``.
+
+    Parameters
+    ----------
+    h : dict of str to array_like
+        A history with ``"imbalance"``, ``"v"``, ``"w_norm"`` ``(R, E, k)`` and ``"error"`` ``(R, E)``.
+    iterations : array_like of int, (R,)
+        The recorded iterations.
+    mu : float or array_like, (E,)
+        The step size.
+    error_min : float
+        The smallest error of a step that counts.
+
+    Returns
+    -------
+    dict
+        ``"paper"`` and ``"lemma12"`` (float, the largest ratios to the two bounds) and ``"pairs"`` (int).
     """
     it = _arr(iterations)
     pair = np.flatnonzero(np.isin(it + 1, it))
@@ -158,6 +212,28 @@ def phase1_invariants(h: dict, iterations, mu, T1) -> dict:
     ``min v_i(τ)/v_i(0)`` (the lemma: ``≥ 1/2``) and ``max max(v_i(τ), ‖w_i(τ)‖) / (2(1 + μ)^τ v_i(0))`` (the
     lemma: ``≤ 1``), together with the growth rate that actually occurs, ``max ln(max(v_i, ‖w_i‖)/v_i(0)) / τ``
     compared with ``ln(1 + μ)`` (``v_i`` means ``|v_i|``). ``T1``: ``(E,)`` end of phase 1 per member.
+
+    Parameters
+    ----------
+    h : dict of str to array_like
+        A history with ``"v"`` and ``"w_norm"`` ``(R, E, k)``, starting at iteration 0.
+    iterations : array_like of int, (R,)
+        The recorded iterations.
+    mu : float or array_like, (E,)
+        The step size.
+    T1 : array_like of int, (E,)
+        The end of phase 1 per member.
+
+    Returns
+    -------
+    dict of str to float
+        ``"lower"`` (``min v_i(τ)/v_i(0)``), ``"upper"`` (the worst ratio to (23)'s cap) and ``"rate_over_log1pmu"``
+        (the growth rate over ``ln(1 + μ)``).
+
+    Raises
+    ------
+    ValueError
+        When the history does not start at iteration 0.
     """
     it = _arr(iterations)
     v, wn = np.abs(_arr(h["v"])), _arr(h["w_norm"])
@@ -180,6 +256,20 @@ def initial_event(W0, v0, sigma) -> np.ndarray:
     ``σ/2 ≤ |v_i(0)| ≤ 2σ`` for both neurons (both ``‖w_i(0)‖²`` and ``v_i(0)²`` are ``σ²χ²_d/d``), which holds with
     probability ``1 − Ce^{−cd}`` (Lemma 6; :ref:`ch-three-phases`). ``W0 (E, k, d)``, ``v0 (E, k)``, ``sigma`` a
     float or ``(E,)``.
+
+    Parameters
+    ----------
+    W0 : array_like, (E, k, d)
+        The initial first-layer weights.
+    v0 : array_like, (E, k)
+        The initial output weights.
+    sigma : float or array_like, (E,)
+        The initial scale.
+
+    Returns
+    -------
+    ndarray of bool, (E,)
+        Whether the event holds for every neuron of the member.
     """
     W0, v0 = _arr(W0), np.abs(_arr(v0))
     sig = np.broadcast_to(_arr(sigma).astype(float), (v0.shape[0],))[:, None]
@@ -196,6 +286,25 @@ def growth_rate(X: Tensor, a: Tensor, *, iters: int = 50) -> Tensor:
     ``1 + μg`` per step and the burn-in grows by ``1/ln(1 + μg)`` per unit of ``ln(1/σ)``. For the population
     (``n → ∞``) ``c(a) = a/2`` and ``g = ‖a‖/2``; on ``n`` samples the fluctuation of ``c`` adds about
     ``d/(2n)`` to ``g²``, so GD on the empirical loss grows faster than the population's ``1 + μ/2``.
+
+    Parameters
+    ----------
+    X : Tensor, (n, d)
+        The sample.
+    a : Tensor, (d,)
+        The target.
+    iters : int
+        The fixed-point iterations.
+
+    Returns
+    -------
+    Tensor, (2,)
+        ``g`` for the signs ``+a`` and ``−a``.
+
+    Raises
+    ------
+    ValueError
+        When ``X`` or ``a`` is not a finite tensor of its shape, or they lie on different devices or dtypes.
     """
     validation.same_device(X=X, a=a)
     validation.tensor("X", X, ndim=2)
@@ -219,6 +328,16 @@ def chi2_flip_probability(d) -> np.ndarray:
     With ``w_i ~ N(0, σ²/d I)`` and ``|v_i| = σχ_d/√d`` the growth sign is ``sign(v_i + w_iᵀâ)``
     (:func:`companion.relunet.growth_sign`, ``â = a/‖a‖``), and ``s_i w_iᵀâ ~ N(0, σ²/d)``, so a flip happens when
     ``Z > χ_d``. For large ``d``, ``q(d)`` behaves like ``2^{−d/2}`` up to a polynomial factor.
+
+    Parameters
+    ----------
+    d : int or array_like, (D,)
+        The input dimensions.
+
+    Returns
+    -------
+    ndarray, (D,)
+        ``q(d)`` for each dimension.
     """
     from scipy import integrate, stats
 
@@ -231,6 +350,16 @@ def chi2_failure_probability(d) -> np.ndarray:
     """Failure probability of Theorem 2's initialisation on the population loss, ``k = 2``: the two growth
     signs agree, i.e. exactly one of the two output weights flips, ``2q(1 − q)`` with
     ``q =`` :func:`chi2_flip_probability` (paper B's ``1 − Ce^{−cd}``; :ref:`ch-failures`). ``d``: ``(D,)`` → ``(D,)``.
+
+    Parameters
+    ----------
+    d : int or array_like, (D,)
+        The input dimensions.
+
+    Returns
+    -------
+    ndarray, (D,)
+        ``2q(1 − q)`` for each dimension.
     """
     q = chi2_flip_probability(d)
     return 2 * q * (1 - q)
@@ -244,6 +373,25 @@ def gauss_newton_spectrum(W: Tensor, v: Tensor, X: Tensor) -> Tensor:
     ``k`` eigenvalues are zero (the rescalings ``(w_i, v_i) → (c w_i, v_i/c)``); near the planted solution GD
     contracts the error by ``1 − μλ`` per step along each other eigenvector, so the slowest linear rate is
     ``1 − μ λ_{k+1}``. ``W (E, k, d)``, ``v (E, k)``, ``X (n, d)``.
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The first-layer weights.
+    v : Tensor, (E, k)
+        The output weights.
+    X : Tensor, (n, d)
+        The sample.
+
+    Returns
+    -------
+    Tensor, (E, k(d + 1))
+        The eigenvalues of ``JᵀJ/n`` of every member, ascending.
+
+    Raises
+    ------
+    ValueError
+        When a tensor is not finite of its shape, or they lie on different devices or dtypes.
     """
     validation.same_device(W=W, v=v, X=X)
     validation.tensor("W", W, ndim=3)
@@ -261,6 +409,25 @@ def burn_in_slope(sigma, T, confidence: float = 0.99):
     """Least-squares fit ``T = α + β ln(1/σ)`` of the burn-in against the initial scale, with a Student-t interval
     on ``β`` (Theorem 2's ``T ≳ c′(1/μ) ln(‖a‖/σ)``; :ref:`ch-three-phases`). ``sigma``, ``T``: ``(E,)``. Returns the
     :class:`companion.stats.Estimate` of :func:`companion.stats.linear_slope` (its ``intercept`` is ``α``).
+
+    Parameters
+    ----------
+    sigma : array_like, (E,)
+        The initial scales.
+    T : array_like, (E,)
+        The burn-ins.
+    confidence : float
+        The interval's confidence.
+
+    Returns
+    -------
+    Estimate
+        The slope ``β`` with its interval and ``stderr``; ``intercept`` is ``α``.
+
+    Raises
+    ------
+    ValueError
+        When there are fewer than three burn-ins, the shapes differ, or all scales are equal.
     """
     from .stats import linear_slope
 
@@ -274,7 +441,20 @@ def predicted_burn_in_slope(g, mu: float) -> tuple[float, float]:
     """The burn-in slope ``dT/d ln(1/σ)`` that the linearised growth predicts, as the range
     ``[1/ln(1 + μ g_max), 1/ln(1 + μ g_min)]`` over the neurons' growth rates ``g`` (:func:`growth_rate`). The
     escape from the origin (every ``|v_i|`` above a small level) waits for the slower neuron, so its slope is the
-    upper end; :ref:`ch-three-phases` tests it there, in the small-weight regime."""
+    upper end; :ref:`ch-three-phases` tests it there, in the small-weight regime.
+
+    Parameters
+    ----------
+    g : array_like
+        The neurons' growth rates (:func:`growth_rate`).
+    mu : float
+        The step size.
+
+    Returns
+    -------
+    low, high : float
+        ``1/ln(1 + μ g_max)`` and ``1/ln(1 + μ g_min)``.
+    """
     g = _arr(g).astype(float)
     return float(1 / np.log1p(mu * g.max())), float(1 / np.log1p(mu * g.min()))
 
@@ -282,7 +462,20 @@ def predicted_burn_in_slope(g, mu: float) -> tuple[float, float]:
 def slope_ratio(num, den, confidence: float = 0.99):
     """Ratio of two fitted slopes with a delta-method normal interval (the burn-in ``∝ 1/μ`` of :ref:`ch-three-phases`), an
     :class:`companion.stats.Estimate` (with its ``stderr``). ``num``, ``den``: slope fits
-    (:class:`companion.stats.Estimate` with a ``stderr``, e.g. from :func:`burn_in_slope`)."""
+    (:class:`companion.stats.Estimate` with a ``stderr``, e.g. from :func:`burn_in_slope`).
+
+    Parameters
+    ----------
+    num, den : Estimate
+        The two slope fits, each with a ``stderr``.
+    confidence : float
+        The interval's confidence.
+
+    Returns
+    -------
+    Estimate
+        ``num.value / den.value`` with a normal interval, method ``"delta method"`` and its ``stderr``.
+    """
     from scipy import stats as st
 
     from .stats import Estimate
@@ -298,6 +491,24 @@ def refinement_rates(iterations, error, *, low: float = 1e-12, high: float = 1e-
     :func:`companion.stats.semilog_slope` on the recorded iterations where ``low < error < high`` (Theorem 2's linear
     rate; :ref:`ch-three-phases`). ``iterations (R,)``, ``error (R, E)`` → ``(q, q_low, q_high, points)``, each ``(E,)``
     (``nan`` where the window holds fewer than three points).
+
+    Parameters
+    ----------
+    iterations : array_like of int, (R,)
+        The recorded iterations.
+    error : array_like, (R, E)
+        The recorded errors.
+    low, high : float
+        The window of errors fitted.
+    confidence : float
+        The intervals' confidence.
+
+    Returns
+    -------
+    q, q_low, q_high : ndarray, (E,)
+        The contraction factor per step and its interval (``nan`` with fewer than three points).
+    points : ndarray of int, (E,)
+        The number of iterations in the window.
     """
     from .stats import semilog_slope
 
@@ -314,7 +525,25 @@ def refinement_rates(iterations, error, *, low: float = 1e-12, high: float = 1e-
 
 def failure_table(agree, fail) -> np.ndarray:
     """2 × 2 table of a sign predictor against the outcome: rows "signs agree" / "signs differ", columns "failed" /
-    "succeeded" (Section 4's mechanism; :ref:`ch-failures`). ``agree``, ``fail``: ``(E,)`` bool."""
+    "succeeded" (Section 4's mechanism; :ref:`ch-failures`). ``agree``, ``fail``: ``(E,)`` bool.
+
+    Parameters
+    ----------
+    agree : array_like of bool, (E,)
+        Whether the predictor's signs agree.
+    fail : array_like of bool, (E,)
+        Whether the run failed.
+
+    Returns
+    -------
+    ndarray of int, (2, 2)
+        The counts, rows agree / differ, columns failed / succeeded.
+
+    Raises
+    ------
+    ValueError
+        When ``agree`` and ``fail`` differ in shape.
+    """
     agree, fail = _arr(agree).astype(bool), _arr(fail).astype(bool)
     if agree.shape != fail.shape:
         raise ValueError(f"agree and fail must have the same shape, got {agree.shape} and {fail.shape}")
@@ -325,7 +554,18 @@ def mcnemar_exact(right_a, right_b) -> float:
     """One-sided exact McNemar test that predictor ``b`` is right more often than predictor ``a`` on the same runs:
     the binomial tail ``P(X ≥ n_b)`` with ``X ~ Bin(n_a + n_b, 1/2)`` over the discordant runs (``n_b``: only ``b``
     right; ``n_a``: only ``a`` right). ``right_a``, ``right_b``: ``(E,)`` bool. :ref:`ch-failures`'s growth signs against the
-    initial signs."""
+    initial signs.
+
+    Parameters
+    ----------
+    right_a, right_b : array_like of bool, (E,)
+        Whether each predictor was right on each run.
+
+    Returns
+    -------
+    float
+        The one-sided p-value (1 when no run is discordant).
+    """
     from scipy import stats as st
 
     ra, rb = _arr(right_a).astype(bool), _arr(right_b).astype(bool)
@@ -346,6 +586,32 @@ def linearised_errors(W_start: Tensor, v_start: Tensor, W_end: Tensor, v_end: Te
     directions, ``λ = 0``, do not change it). ``W_start, W_end (E, k, d)``, ``v_start, v_end (E, k)``,
     ``X (n, d)``, ``a (d,)``, ``mu`` a float or ``(E,)``; ``offsets``: ``(E, S)`` or a list of ``E`` 1-D arrays of
     steps after the start (``≥ 0``) → predicted errors of the same layout (numpy).
+
+    Parameters
+    ----------
+    W_start, W_end : Tensor, (E, k, d)
+        The first-layer weights at the start and at the limit.
+    v_start, v_end : Tensor, (E, k)
+        The output weights at the start and at the limit.
+    X : Tensor, (n, d)
+        The sample.
+    a : Tensor, (d,)
+        The target.
+    mu : float or array_like, (E,)
+        The step size.
+    offsets : ndarray, (E, S), or list of ``E`` 1-D arrays
+        The steps after the start at which the error is predicted, ``≥ 0``.
+
+    Returns
+    -------
+    ndarray, (E, S), or list of ``E`` 1-D arrays
+        The predicted errors, in the layout of ``offsets``.
+
+    Raises
+    ------
+    ValueError
+        When a tensor is not finite of its shape, they lie on different devices or dtypes, or ``offsets`` has not one
+        row per member.
     """
     validation.same_device(W_start=W_start, v_start=v_start, W_end=W_end, v_end=v_end, X=X, a=a)
     validation.tensor("W_end", W_end, ndim=3)
@@ -406,6 +672,39 @@ def linearised_rates(
     ``{t: [W (E, k, d), v (E, k)]}``), ``W_end (E, k, d)``, ``v_end (E, k)``, ``X (n, d)`` → dict of ``(E,)``
     arrays ``q, q_low, q_high, q_lin, t0, h0`` (``h0``: the error at ``t_0``, the size of the neglected
     quadratic terms) and ``points``.
+
+    Parameters
+    ----------
+    iterations : array_like of int, (R,)
+        The recorded iterations.
+    error : array_like, (R, E)
+        The recorded errors.
+    snapshots : dict of int to list of Tensor
+        ``{t: [W (E, k, d), v (E, k)]}``, the snapshots of a :class:`companion.gd.GDResult`.
+    W_end : Tensor, (E, k, d)
+        The first-layer weights at the limit.
+    v_end : Tensor, (E, k)
+        The output weights at the limit.
+    X : Tensor, (n, d)
+        The sample.
+    a : Tensor, (d,)
+        The target.
+    mu : float or array_like, (E,)
+        The step size.
+    low, high : float
+        The window of errors fitted.
+    confidence : float
+        The intervals' confidence.
+
+    Returns
+    -------
+    dict of str to ndarray, each (E,)
+        ``"q"``, ``"q_low"``, ``"q_high"``, ``"q_lin"``, ``"t0"``, ``"h0"`` and ``"points"``.
+
+    Raises
+    ------
+    ValueError
+        When some member never enters the window below ``high``.
     """
     from .stats import semilog_slope
 

@@ -107,6 +107,16 @@ def J(theta: Tensor) -> Tensor:
     """``J(θ) = sin θ + (π − θ) cos θ``: ``E[ReLU(uᵀx)ReLU(wᵀx)] = ‖u‖‖w‖ J(θ)/(2π)`` (Appendix A.1, :ref:`ch-closed-forms`).
 
     ``J(0) = π``, ``J(π) = 0``, ``J'(θ) = −(π − θ) sin θ`` (so ``J'(0) = J'(π) = 0``). Any shape.
+
+    Parameters
+    ----------
+    theta : Tensor
+        Angles in ``[0, π]``, any shape.
+
+    Returns
+    -------
+    Tensor
+        ``J(θ)``, of ``theta``'s shape.
     """
     return torch.sin(theta) + (math.pi - theta) * torch.cos(theta)
 
@@ -115,6 +125,16 @@ def angle(u: Tensor, w: Tensor) -> Tensor:
     """Angle ``θ ∈ [0, π]`` between ``u`` and ``w`` by Kahan's formula, ``(..., d), (..., d) → (...)``.
 
     Accurate for all θ (no arccos); ``π/2`` by convention if either vector is zero. Paper B, :ref:`ch-closed-forms`.
+
+    Parameters
+    ----------
+    u, w : Tensor, (..., d)
+        The vectors (broadcast against each other).
+
+    Returns
+    -------
+    Tensor, (...)
+        The angle in ``[0, π]``.
     """
     ub, _, _ = _unit(u)
     wb, _, _ = _unit(w)
@@ -143,6 +163,21 @@ def relu_kernel(u: Tensor, w: Tensor) -> Tensor:
     """``E[ReLU(uᵀx) ReLU(wᵀx)] = ‖u‖‖w‖ (sin θ + (π − θ) cos θ)/(2π)``, x ~ N(0, I_d) (Appendix A.1, :ref:`ch-closed-forms`).
 
     ``u, w``: ``(..., d)`` (broadcast) → ``(...)``. Exact at θ = 0 (``‖u‖‖w‖/2``), θ = π (0) and u or w = 0 (0).
+
+    Parameters
+    ----------
+    u, w : Tensor, (..., d)
+        The neurons (broadcast against each other).
+
+    Returns
+    -------
+    Tensor, (...)
+        ``E[ReLU(uᵀx) ReLU(wᵀx)]``.
+
+    Raises
+    ------
+    ValueError
+        When ``u`` or ``w`` is not a finite floating tensor with a last axis ``d``, or they do not broadcast.
     """
     _check_pair(u, w)
     return _kernel(u, w)
@@ -161,6 +196,21 @@ def relu_kernel_grad(u: Tensor, w: Tensor) -> Tensor:
 
     ``u, w``: ``(..., d)`` → ``(..., d)``. At θ = 0 this is ``w/2``, at θ = π it is 0; at ``u = 0`` it is 0
     (convention ``ReLU'(0) = 0``; the kernel has no gradient there), and at ``w = 0`` it is 0.
+
+    Parameters
+    ----------
+    u, w : Tensor, (..., d)
+        The neurons (broadcast against each other).
+
+    Returns
+    -------
+    Tensor, (..., d)
+        The kernel's gradient in ``u``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`relu_kernel`.
     """
     _check_pair(u, w)
     return _kernel_grad(u, w)
@@ -182,6 +232,21 @@ def gate_second_moment(u: Tensor, w: Tensor) -> Tensor:
     ``M(u, u) = I/2``, ``M(u, −u) = 0``. ``u, w``: ``(..., d)`` → ``(..., d, d)``.
     The definition uses ``≥``, so for ``u = 0`` the gate ``1{0 ≥ 0}`` is 1 and ``M(0, w) = M(w, w) = I/2``,
     ``M(0, 0) = I``.
+
+    Parameters
+    ----------
+    u, w : Tensor, (..., d)
+        The gates' directions (broadcast against each other).
+
+    Returns
+    -------
+    Tensor, (..., d, d)
+        ``M(u, w)``, symmetric.
+
+    Raises
+    ------
+    ValueError
+        As :func:`relu_kernel`.
     """
     _check_pair(u, w)
     return _gate_moment(u, w)
@@ -270,6 +335,25 @@ def loss(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
 
     ``W (..., k, d)``, ``v (..., k)`` signed output weights, ``a (d,)`` or ``(..., d)`` → ``(...)``.
     Autograd-differentiable (twice, away from exactly aligned neurons).
+
+    Parameters
+    ----------
+    W : Tensor, (..., k, d)
+        The first-layer weights.
+    v : Tensor, (..., k)
+        The signed output weights.
+    a : Tensor, (d,) or (..., d)
+        The target.
+
+    Returns
+    -------
+    Tensor, (...)
+        The population loss.
+
+    Raises
+    ------
+    ValueError
+        When the shapes do not match, a tensor is not finite and floating, or they lie on different devices or dtypes.
     """
     _check_net(W, v, a)
     return _loss_from(W, v, a, _K(W))
@@ -281,6 +365,27 @@ def gradient(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
     ``∇_{w_i} L = v_i (Σ_j v_j g(w_i, w_j) − a/2)`` with ``g = relu_kernel_grad`` and
     ``∇_{v_i} L = Σ_j v_j k(w_i, w_j) − aᵀw_i/2``. ``W (..., k, d)``, ``v (..., k)``, ``a (d,)`` or ``(..., d)``.
     Returns ``(grad_W (..., k, d), grad_v (..., k))``.
+
+    Parameters
+    ----------
+    W : Tensor, (..., k, d)
+        The first-layer weights.
+    v : Tensor, (..., k)
+        The signed output weights.
+    a : Tensor, (d,) or (..., d)
+        The target.
+
+    Returns
+    -------
+    grad_W : Tensor, (..., k, d)
+        The gradient in ``W``.
+    grad_v : Tensor, (..., k)
+        The gradient in ``v``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`loss`.
     """
     _check_net(W, v, a)
     return _loss_gradient(W, v, a)[1:]
@@ -293,6 +398,29 @@ def loss_and_gradient_wv(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tenso
     Same closed forms as :func:`loss` and :func:`gradient` (Kahan angles, exact at aligned neurons), any
     leading axes: ``W (..., k, d)``, ``v (..., k)``, ``a (d,)`` or ``(..., d)`` →
     ``(loss (...), grad_W (..., k, d), grad_v (..., k))``.
+
+    Parameters
+    ----------
+    W : Tensor, (..., k, d)
+        The first-layer weights.
+    v : Tensor, (..., k)
+        The signed output weights.
+    a : Tensor, (d,) or (..., d)
+        The target.
+
+    Returns
+    -------
+    loss : Tensor, (...)
+        As :func:`loss`.
+    grad_W : Tensor, (..., k, d)
+        The gradient in ``W``.
+    grad_v : Tensor, (..., k)
+        The gradient in ``v``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`loss`.
     """
     _check_net(W, v, a)
     return _loss_gradient(W, v, a)
@@ -351,6 +479,29 @@ def gram_loss_and_gradient(W: Tensor, V: Tensor, target: Tensor) -> tuple[Tensor
     :func:`loss_and_gradient_wv` where neurons align and that matters). Neurons must be nonzero.
     ``W (E, k, d)``, ``V (E, k)`` or ``(E, k, r)``, ``target a (d,)`` or ``A (r, d)`` →
     ``(loss (E,), grad_W (E, k, d), grad_V like V)``.
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The first-layer weights, no neuron zero.
+    V : Tensor, (E, k) or (E, k, r)
+        The output weights, one or ``r`` outputs.
+    target : Tensor, (d,) or (r, d)
+        ``a`` or ``A``.
+
+    Returns
+    -------
+    loss : Tensor, (E,)
+        The population loss.
+    grad_W : Tensor, (E, k, d)
+        The gradient in ``W``.
+    grad_V : Tensor, (E, k) or (E, k, r)
+        The gradient in ``V``, shaped like ``V``.
+
+    Raises
+    ------
+    ValueError
+        When the tensors lie on different devices or dtypes, or their shapes do not match.
     """
     validation.same_device(W=W, v=V, target=target)
     return _gram(W, V, target)
@@ -538,6 +689,25 @@ def hessian(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
 
     ``W (..., k, d)``, ``v (..., k)``, ``a (d,)`` or ``(..., d)``. Finite at θ → 0, π. Entries involving the
     gate of a zero neuron are 0 (the Hessian does not exist there).
+
+    Parameters
+    ----------
+    W : Tensor, (..., k, d)
+        The first-layer weights.
+    v : Tensor, (..., k)
+        The signed output weights.
+    a : Tensor, (d,) or (..., d)
+        The target.
+
+    Returns
+    -------
+    Tensor, (..., k·d + k, k·d + k)
+        The Hessian in the order of :func:`flatten_params`.
+
+    Raises
+    ------
+    ValueError
+        As :func:`loss`.
     """
     _check_net(W, v, a)
     k, d = W.shape[-2], W.shape[-1]
@@ -584,13 +754,48 @@ def hessian(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
 # --------------------------------------------------------------------------------------------- conveniences
 def flatten_params(W: Tensor, v: Tensor) -> Tensor:
     """``[vec(W) row-major, v]``: ``(..., k, d), (..., k) → (..., k·d + k)`` (the Hessian's order;
-    :ref:`ch-closed-forms` to :ref:`ch-pl-smoothness`)."""
+    :ref:`ch-closed-forms` to :ref:`ch-pl-smoothness`).
+
+    Parameters
+    ----------
+    W : Tensor, (..., k, d)
+        The first-layer weights.
+    v : Tensor, (..., k)
+        The output weights.
+
+    Returns
+    -------
+    Tensor, (..., k·d + k)
+        ``[vec(W), v]``.
+    """
     return torch.cat([W.flatten(-2), v], dim=-1)
 
 
 def unflatten_params(theta: Tensor, k: int, d: int) -> tuple[Tensor, Tensor]:
     """Inverse of :func:`flatten_params`: ``(..., k·d + k) → (W (..., k, d), v (..., k))`` (:ref:`ch-closed-forms` to
-    :ref:`ch-pl-smoothness`)."""
+    :ref:`ch-pl-smoothness`).
+
+    Parameters
+    ----------
+    theta : Tensor, (..., k·d + k)
+        Flat parameters in the order of :func:`flatten_params`.
+    k : int
+        The number of neurons.
+    d : int
+        The input dimension.
+
+    Returns
+    -------
+    W : Tensor, (..., k, d)
+        The first-layer weights (a view).
+    v : Tensor, (..., k)
+        The output weights (a view).
+
+    Raises
+    ------
+    ValueError
+        When the last axis is not ``k·d + k``.
+    """
     if theta.shape[-1] != k + k * d:
         raise ValueError(f"expected a last axis of k·d + k = {k + k * d}, got {theta.shape[-1]}")
     return theta[..., : k * d].unflatten(-1, (k, d)), theta[..., k * d :]
@@ -598,7 +803,23 @@ def unflatten_params(theta: Tensor, k: int, d: int) -> tuple[Tensor, Tensor]:
 
 def signed_from_paper(v_paper: Tensor) -> Tensor:
     """Paper B's k = 2 output weights ``[v1, v2]`` (network ``v1 ReLU(w1ᵀx) − v2 ReLU(w2ᵀx)``) → signed ``[v1, −v2]``
-    (:ref:`ch-closed-forms`)."""
+    (:ref:`ch-closed-forms`).
+
+    Parameters
+    ----------
+    v_paper : Tensor, (..., 2)
+        ``[v1, v2]`` in the paper's convention.
+
+    Returns
+    -------
+    Tensor, (..., 2)
+        ``[v1, −v2]``.
+
+    Raises
+    ------
+    ValueError
+        When the last axis is not 2.
+    """
     if v_paper.shape[-1] != 2:
         raise ValueError(f"paper B's sign convention is for k = 2, got last axis {v_paper.shape[-1]}")
     return v_paper * torch.tensor([1.0, -1.0], dtype=v_paper.dtype, device=v_paper.device)
@@ -610,6 +831,27 @@ def paper_point(c: Tensor | float | None, v1: Tensor | float, v2: Tensor | float
     ``c = None``: the global optimum ``v1 w1 = a, v2 w2 = −a``; otherwise the manifold point
     ``v1 w1 = (c + 1) a, v2 w2 = c a`` (paper's convention, ``v1, v2 > 0``; a saddle for c > 0 or c < −1).
     ``c, v1, v2`` broadcast (scalars or ``(...)`` tensors); ``a (d,)``.
+
+    Parameters
+    ----------
+    c : float, Tensor (...), or None
+        The manifold's parameter, or ``None`` for the global optimum.
+    v1, v2 : float or Tensor, (...)
+        The output weights in the paper's convention, positive.
+    a : Tensor, (d,)
+        The target.
+
+    Returns
+    -------
+    W : Tensor, (..., 2, d)
+        The first-layer weights.
+    v : Tensor, (..., 2)
+        The signed output weights ``[v1, −v2]``.
+
+    Raises
+    ------
+    ValueError
+        When ``a`` is not a finite 1-d tensor, or ``v1`` or ``v2`` is not positive.
     """
     validation.tensor("a", a, ndim=1)
     t = lambda z: torch.as_tensor(z, dtype=a.dtype, device=a.device)
@@ -631,6 +873,25 @@ def effective_error(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
 
     In the signed convention ``v = [v1, −v2]`` this is ``Σ_i ‖v_i w_i − a‖²``, since ``(−v2) w2 − a = −(v2 w2 + a)``.
     ``(..., 2, d), (..., 2), (d,) → (...)``. Lemma 13 (:ref:`ch-pl-smoothness`).
+
+    Parameters
+    ----------
+    W : Tensor, (..., 2, d)
+        The first-layer weights.
+    v : Tensor, (..., 2)
+        The signed output weights.
+    a : Tensor, (d,)
+        The target.
+
+    Returns
+    -------
+    Tensor, (...)
+        ``Σ_i ‖v_i w_i − a‖²``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`loss`, or when ``k ≠ 2``.
     """
     _check_net(W, v, a)
     if v.shape[-1] != 2:
@@ -654,6 +915,35 @@ def mc_mean(
 
     ``fn``: ``(B, d) → (B, ...)``. Returns ``(mean (...), se (...))`` from ``n`` samples drawn ``batch`` at a time
     (memory is ``O(batch · size of fn's output)``). Sums are shifted by the first batch's mean for accuracy.
+
+    Parameters
+    ----------
+    fn : callable, Tensor (B, d) -> Tensor (B, ...)
+        The integrand, applied to a batch of inputs.
+    d : int
+        The dimension.
+    n : int
+        The number of samples, at least 2.
+    generator : torch.Generator or None
+        The CPU generator of the draws (:mod:`companion.device`).
+    batch : int
+        The samples per call of ``fn``.
+    dtype : torch.dtype
+        The inputs' dtype.
+    device : torch.device, str or None
+        Where the inputs go.
+
+    Returns
+    -------
+    mean : Tensor, (...)
+        The Monte Carlo mean.
+    se : Tensor, (...)
+        Its standard error.
+
+    Raises
+    ------
+    ValueError
+        When ``d``, ``n`` or ``batch`` is not a positive int, or ``n < 2``.
     """
     validation.positive_int("n", n)
     validation.positive_int("batch", batch)
@@ -683,7 +973,31 @@ def network_mc(W: Tensor, v: Tensor, a: Tensor, x: Tensor) -> tuple[Tensor, Tens
     """Per-sample network output and residual on inputs ``x (B, d)``: ``(f (..., B), r = f − aᵀx (..., B))``.
 
     ``W (..., k, d)``, ``v (..., k)``, ``a (d,)`` or ``(..., d)``; for Monte Carlo checks of the closed forms
-    (:ref:`ch-closed-forms`)."""
+    (:ref:`ch-closed-forms`).
+
+    Parameters
+    ----------
+    W : Tensor, (..., k, d)
+        The first-layer weights.
+    v : Tensor, (..., k)
+        The signed output weights.
+    a : Tensor, (d,) or (..., d)
+        The target.
+    x : Tensor, (B, d)
+        The inputs.
+
+    Returns
+    -------
+    f : Tensor, (..., B)
+        The network's outputs.
+    r : Tensor, (..., B)
+        The residuals ``f − aᵀx``.
+
+    Raises
+    ------
+    ValueError
+        When the tensors lie on different devices or dtypes.
+    """
     validation.same_device(W=W, v=v, a=a, x=x)
     f = torch.einsum("...k,...kb->...b", v, torch.relu(torch.einsum("...kd,bd->...kb", W, x)))
     return f, f - torch.einsum("...d,bd->...b", a, x)
@@ -699,6 +1013,33 @@ def find_stationary(W: Tensor, v: Tensor, a: Tensor, iters: int = 100, damping: 
     Hessian by the product rule. A step solves ``(JᵀJ + λI) δ = −Jᵀρ`` and is kept only if ``‖ρ‖`` decreases
     (then λ ÷ 3, else λ × 4). ``W (E, k, d)``, ``v (E, k)``, ``a (d,)``.
     Returns ``(W, v, ‖∇L‖ (E,))`` at the end (the unscaled gradient norm, for classification).
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The starting first-layer weights.
+    v : Tensor, (E, k)
+        The starting signed output weights.
+    a : Tensor, (d,)
+        The target.
+    iters : int
+        The Levenberg–Marquardt steps.
+    damping : float
+        The initial damping ``λ``.
+
+    Returns
+    -------
+    W : Tensor, (E, k, d)
+        The first-layer weights found.
+    v : Tensor, (E, k)
+        The output weights found.
+    grad_norm : Tensor, (E,)
+        ``‖∇L‖`` there.
+
+    Raises
+    ------
+    ValueError
+        As :func:`loss`, or when ``iters`` is not a positive int.
     """
     _check_net(W, v, a)
     validation.positive_int("iters", iters)
@@ -750,6 +1091,25 @@ def stationarity_scale(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
     ``|v_l| (Σ_j |v_j|‖w_j‖ + ‖a‖)`` and every term of ``∇_{v_l}L`` at most ``‖w_l‖ (Σ_j |v_j|‖w_j‖ + ‖a‖)``, so
     ``S`` bounds the terms' norm and the computed gradient of an exact stationary point is a few ``ε·S``
     (``ε`` the dtype's resolution). ``W (..., k, d)``, ``v (..., k)``, ``a (d,)`` → ``(...)``.
+
+    Parameters
+    ----------
+    W : Tensor, (..., k, d)
+        The first-layer weights.
+    v : Tensor, (..., k)
+        The signed output weights.
+    a : Tensor, (d,)
+        The target.
+
+    Returns
+    -------
+    Tensor, (...)
+        ``S``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`loss`.
     """
     _check_net(W, v, a)
     theta = flatten_params(W, v).norm(dim=-1)
@@ -759,7 +1119,27 @@ def stationarity_scale(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
 def stationarity_ratio(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
     """``‖∇L‖ / (ε S)`` with ``S`` from :func:`stationarity_scale` and ``ε`` the dtype's resolution (Theorem 1,
     :ref:`ch-landscape`): a point is stationary to the dtype's resolution when this is at most a few dozen.
-    ``W (..., k, d)``, ``v (..., k)``, ``a (d,)`` → ``(...)``."""
+    ``W (..., k, d)``, ``v (..., k)``, ``a (d,)`` → ``(...)``.
+
+    Parameters
+    ----------
+    W : Tensor, (..., k, d)
+        The first-layer weights.
+    v : Tensor, (..., k)
+        The signed output weights.
+    a : Tensor, (d,)
+        The target.
+
+    Returns
+    -------
+    Tensor, (...)
+        ``‖∇L‖ / (ε S)``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`loss`.
+    """
     _check_net(W, v, a)
     g = flatten_params(*_loss_gradient(W, v, a)[1:]).norm(dim=-1)
     return g / (torch.finfo(W.dtype).eps * stationarity_scale(W, v, a))
@@ -778,6 +1158,35 @@ def polish_stationary(
     gradient is quadratic (Theorem 1's flat valleys). Stops when no member improves for three iterations.
     ``W (E, k, d)``, ``v (E, k)``, ``a (d,)``. Returns ``(W, v, ratio (E,), steps_taken (E,))`` with ``ratio`` from
     :func:`stationarity_ratio`.
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The approximate stationary first-layer weights.
+    v : Tensor, (E, k)
+        The signed output weights.
+    a : Tensor, (d,)
+        The target.
+    iters : int
+        The most Newton steps.
+    rcond : float
+        The relative cut-off of the pseudo-inverse.
+
+    Returns
+    -------
+    W : Tensor, (E, k, d)
+        The polished first-layer weights.
+    v : Tensor, (E, k)
+        The polished output weights.
+    ratio : Tensor, (E,)
+        :func:`stationarity_ratio` there.
+    steps_taken : Tensor, (E,), int64
+        The steps each member kept.
+
+    Raises
+    ------
+    ValueError
+        As :func:`loss`, or when ``iters`` is not a positive int.
     """
     _check_net(W, v, a)
     validation.positive_int("iters", iters)
@@ -826,6 +1235,31 @@ def escaping_pair(
     gradient ``→ 0``, with no stationary point at a finite distance. The rule: loss in
     ``[(1/4 − loss_band)‖a‖², ‖a‖²/4)``, angle between the neurons ``≤ max_angle``, ``v_1 v_2 < 0`` and
     ``|v_l| ‖w_l‖ ≥ min_output ‖a‖`` for both neurons. ``W (E, 2, d)``, ``v (E, 2)``, ``a (d,)``.
+
+    Parameters
+    ----------
+    W : Tensor, (E, 2, d)
+        The first-layer weights.
+    v : Tensor, (E, 2)
+        The signed output weights.
+    a : Tensor, (d,)
+        The target.
+    loss_band : float
+        The width of the loss band below ``‖a‖²/4``, relative to ``‖a‖²``.
+    max_angle : float
+        The largest angle between the neurons.
+    min_output : float
+        The smallest ``|v_l| ‖w_l‖``, relative to ``‖a‖``.
+
+    Returns
+    -------
+    Tensor of bool, (E,)
+        Whether each point lies on the escaping valley.
+
+    Raises
+    ------
+    ValueError
+        As :func:`loss`, or when ``k ≠ 2``.
     """
     if v.shape[-1] != 2:
         raise ValueError("escaping_pair is about k = 2")
@@ -874,6 +1308,35 @@ def classify_stationary(
     ``w ∥ a``, one with ``w ∥ −a``; the saddle family has both neurons parallel to the same ``s·a`` and
     ``v1 w1 + v2 w2 = a``. With opposite output signs (paper's ``v1, v2 > 0``) this is Theorem 1's
     ``v1 w1 = (c + 1) a, v2 w2 = c a`` with ``c = (v₊ w₊)ᵀa/‖a‖² − 1`` (``+``: the neuron with positive output).
+
+    Parameters
+    ----------
+    W : Tensor, (E, 2, d)
+        The first-layer weights.
+    v : Tensor, (E, 2)
+        The signed output weights.
+    a : Tensor, (d,)
+        The target.
+    grad_norm : Tensor, (E,)
+        ``‖∇L‖`` at each point.
+    grad_tol : float
+        The relative gradient tolerance of a stationary point.
+    tol : float
+        The relative tolerance of the geometric tests (parallel, tiny, sums).
+    converged : Tensor of bool, (E,), or None
+        Which points count as stationary, instead of the gradient test.
+
+    Returns
+    -------
+    labels : list of str, length E
+        One of :data:`CLASSES` per point.
+    c : Tensor, (E,)
+        The manifold parameter of a saddle, ``nan`` elsewhere.
+
+    Raises
+    ------
+    ValueError
+        As :func:`loss`, or when ``k ≠ 2``.
     """
     if v.shape[-1] != 2:
         raise ValueError("Theorem 1 is about k = 2")
@@ -921,6 +1384,20 @@ def effective_pair(r: Tensor | float, theta: Tensor | float, *, device=None, dty
     (``r, θ`` broadcast). The reduced setting of paper B's Figures 4 and 5 (Lemmas 8, 12, 13; :ref:`ch-pl-smoothness`):
     ``r = ‖w̃1‖/‖w̃2‖`` and ``θ`` the angle between the neurons; the network is
     ``ReLU(w̃1ᵀx) − ReLU(w̃2ᵀx)``.
+
+    Parameters
+    ----------
+    r : float or Tensor, (...)
+        ``‖w̃1‖/‖w̃2‖``.
+    theta : float or Tensor, (...)
+        The angle between the neurons.
+    device, dtype : optional
+        Where the result goes (default: the policy of :mod:`companion.device`).
+
+    Returns
+    -------
+    Tensor, (..., 2, 2)
+        ``[w̃1, w̃2]``.
     """
     dev, dt = resolve(device, dtype)
     r, theta = torch.broadcast_tensors(torch.as_tensor(r, dtype=dt, device=dev), torch.as_tensor(theta, dtype=dt, device=dev))
@@ -935,6 +1412,23 @@ def lemma_terms(W_eff: Tensor, a: Tensor) -> dict[str, Tensor]:
     ``"grad2"`` ``= ‖∇_{w̃1}L‖² + ‖∇_{w̃2}L‖²`` and ``"err"`` ``= ‖w̃1 − a‖² + ‖w̃2 + a‖²``, each ``(...)``.
     ``W_eff (..., 2, d)``, ``a (d,)`` or ``(..., d)``. Since ``∇_{w_i}L = v_i ∇_{w̃_i}L``, Lemma 8 reads
     ``grad2 ≥ α L`` when ``v1 = v2``, Lemma 12 ``grad2 ≤ (5/2) err`` and Lemma 13 ``err ≤ 20 L``.
+
+    Parameters
+    ----------
+    W_eff : Tensor, (..., 2, d)
+        The effective weights ``w̃_i = v_i w_i``.
+    a : Tensor, (d,) or (..., d)
+        The target.
+
+    Returns
+    -------
+    dict of str to Tensor, each (...)
+        ``"L"``, ``"grad2"`` and ``"err"``.
+
+    Raises
+    ------
+    ValueError
+        When there are not two neurons, or as :func:`loss`.
     """
     if W_eff.shape[-2] != 2:
         raise ValueError(f"the lemmas are about k = 2 neurons, got W_eff {tuple(W_eff.shape)}")
@@ -951,6 +1445,21 @@ def target_forms(W_eff: Tensor) -> dict[str, Tensor]:
 
     Every side is a quadratic polynomial in ``a`` (the loss is, and so are the gradient's components), so six
     evaluations at ``a ∈ {0, ±e1, ±e2, e1 + e2}`` determine it: ``f(a) = xᵀ Q x``. ``W_eff (..., 2, 2)``.
+
+    Parameters
+    ----------
+    W_eff : Tensor, (..., 2, 2)
+        Two effective neurons in the plane.
+
+    Returns
+    -------
+    dict of str to Tensor, each (..., 3, 3)
+        ``"L"``, ``"grad2"`` and ``"err"`` as symmetric matrices ``Q``.
+
+    Raises
+    ------
+    ValueError
+        When ``W_eff`` is not a finite ``(..., 2, 2)`` tensor.
     """
     validation.tensor("W_eff", W_eff, ndim=None)
     if W_eff.shape[-2:] != (2, 2):
@@ -971,7 +1480,25 @@ def target_forms(W_eff: Tensor) -> dict[str, Tensor]:
 
 def min_over_target(A: Tensor, B: Tensor, coef: float) -> Tensor:
     """``min_a (xᵀAx − coef · xᵀBx)`` over ``x = (a, 1)``, ``a ∈ R²``, for a difference that is convex in ``a``
-    (Figures 4 and 5: the paper's ``h`` and ``h̃`` minimised over the target; :ref:`ch-pl-smoothness`). ``(..., 3, 3) → (...)``."""
+    (Figures 4 and 5: the paper's ``h`` and ``h̃`` minimised over the target; :ref:`ch-pl-smoothness`). ``(..., 3, 3) → (...)``.
+
+    Parameters
+    ----------
+    A, B : Tensor, (..., 3, 3)
+        Quadratic forms of :func:`target_forms`.
+    coef : float
+        The multiple of ``B`` subtracted.
+
+    Returns
+    -------
+    Tensor, (...)
+        The minimum over the target.
+
+    Raises
+    ------
+    ValueError
+        When ``A`` and ``B`` lie on different devices or dtypes.
+    """
     validation.same_device(A=A, B=B)
     M = A - coef * B
     Q, b, c = M[..., :2, :2], M[..., :2, 2], M[..., 2, 2]
@@ -984,6 +1511,23 @@ def extreme_ratio_over_target(A: Tensor, B: Tensor, *, largest: bool = False) ->
 
     NaN where ``B`` is not positive definite: for ``err`` only at ``w̃1 = −w̃2`` (``r = 1, θ = π``), the optimum
     itself, where both sides vanish.
+
+    Parameters
+    ----------
+    A, B : Tensor, (..., 3, 3)
+        Quadratic forms of :func:`target_forms`.
+    largest : bool
+        The largest ratio instead of the smallest.
+
+    Returns
+    -------
+    Tensor, (...)
+        The extreme generalised eigenvalue, ``nan`` where ``B`` is not positive definite.
+
+    Raises
+    ------
+    ValueError
+        When ``A`` and ``B`` lie on different devices or dtypes.
     """
     validation.same_device(A=A, B=B)
     Lc, info = torch.linalg.cholesky_ex(B)
@@ -997,7 +1541,23 @@ def extreme_ratio_over_target(A: Tensor, B: Tensor, *, largest: bool = False) ->
 
 def lemma9_constant(c1: float, c2: float) -> float:
     """Lemma 9's smoothness constant ``L = 2 + (12 + 10/π + 4c2/(π c1)) c2²`` (assembled at the end of
-    Appendix B.3; :ref:`ch-pl-smoothness`): ``‖∇²L‖ ≤ L‖a‖`` on ``c1‖a‖ ≤ v_i, ‖w_i‖ ≤ c2‖a‖``."""
+    Appendix B.3; :ref:`ch-pl-smoothness`): ``‖∇²L‖ ≤ L‖a‖`` on ``c1‖a‖ ≤ v_i, ‖w_i‖ ≤ c2‖a‖``.
+
+    Parameters
+    ----------
+    c1, c2 : float
+        The box's constants, positive.
+
+    Returns
+    -------
+    float
+        Lemma 9's ``L``.
+
+    Raises
+    ------
+    ValueError
+        When ``c1`` or ``c2`` is not positive.
+    """
     if not (c1 > 0 and c2 > 0):
         raise ValueError(f"need c1, c2 > 0, got c1={c1}, c2={c2}")
     return 2 + (12 + 10 / math.pi + 4 * c2 / (math.pi * c1)) * c2**2

@@ -67,7 +67,25 @@ SCHEMES = ("xavier", "gaussian", "theorem2")
 # ----------------------------------------------------------------------------------------------- data
 def unit_target(d: int, *, device=None, dtype=None) -> Tensor:
     """The paper's target direction ``a = e1 ∈ R^d`` (Section 4), shape ``(d,)`` (:ref:`ch-three-phases` to
-    :ref:`ch-sample-complexity`)."""
+    :ref:`ch-sample-complexity`).
+
+    Parameters
+    ----------
+    d : int
+        The input dimension.
+    device, dtype : optional
+        Where the target goes (default: the policy of :mod:`companion.device`).
+
+    Returns
+    -------
+    Tensor, (d,)
+        ``e1``.
+
+    Raises
+    ------
+    ValueError
+        When ``d`` is not a positive int.
+    """
     validation.positive_int("d", d)
     dev, dt = resolve(device, dtype)
     a = torch.zeros(d, device=dev, dtype=dt)
@@ -77,7 +95,29 @@ def unit_target(d: int, *, device=None, dtype=None) -> Tensor:
 
 def orthonormal_rows(r: int, d: int, *, generator: torch.Generator | None = None, device=None, dtype=None) -> Tensor:
     """A random ``A ∈ R^{r×d}`` with orthonormal rows (``A Aᵀ = I_r``), the multi-output target of
-    Appendix E.1 (:ref:`ch-beyond-two`). QR of a Gaussian matrix, signs fixed so the law is Haar."""
+    Appendix E.1 (:ref:`ch-beyond-two`). QR of a Gaussian matrix, signs fixed so the law is Haar.
+
+    Parameters
+    ----------
+    r : int
+        The number of outputs, ``r ≤ d``.
+    d : int
+        The input dimension.
+    generator : torch.Generator or None
+        The CPU generator of the draw (:mod:`companion.device`).
+    device, dtype : optional
+        Where the matrix goes.
+
+    Returns
+    -------
+    Tensor, (r, d)
+        ``A`` with ``A Aᵀ = I_r``.
+
+    Raises
+    ------
+    ValueError
+        When ``r`` or ``d`` is not a positive int, or ``r > d``.
+    """
     validation.positive_int("r", r)
     validation.positive_int("d", d)
     if r > d:
@@ -105,6 +145,33 @@ def gaussian_data(
     ``target``: ``a (d,)`` (single output, ``y (…, n)``) or ``A (r, d)`` (``y (…, n, r)``).
     ``ensemble=None`` gives one shared data set ``X (n, d)``; ``ensemble=E`` gives independent data sets
     per member, ``X (E, n, d)``.
+
+    Parameters
+    ----------
+    n : int
+        The number of samples.
+    d : int
+        The input dimension.
+    target : Tensor, (d,) or (r, d)
+        ``a`` or ``A``.
+    ensemble : int or None
+        ``None`` for one shared data set, ``E`` for one per member.
+    generator : torch.Generator or None
+        The CPU generator of the draws.
+    device, dtype : optional
+        Where the data go.
+
+    Returns
+    -------
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs.
+    Y : Tensor, (n,), (n, r), (E, n) or (E, n, r)
+        The targets ``A x``.
+
+    Raises
+    ------
+    ValueError
+        When a size is not a positive int, or ``target`` is not a finite ``(d,)`` or ``(r, d)`` tensor.
     """
     validation.positive_int("n", n)
     validation.positive_int("d", d)
@@ -193,6 +260,35 @@ def xavier_init(
     ``W_ij ~ N(0, σ² · 2/(k + d))``; the output layer ``nn.Linear(k, r)`` gets ``N(0, σ² · 2/(r + k))``
     (``r = 1`` when ``r is None``). Returns ``W (E, k, d)`` and ``v (E, k)`` (``r is None``) or
     ``V (E, k, r)``. The signs of ``v`` are i.i.d. fair coins: for k = 2 they agree with probability 1/2.
+
+    Parameters
+    ----------
+    k : int
+        The number of neurons.
+    d : int
+        The input dimension.
+    ensemble : int
+        The number of members ``E``.
+    sigma : float
+        The scale ``σ ≥ 0``.
+    r : int or None
+        The number of outputs (``None``: one, with ``v (E, k)``).
+    generator : torch.Generator or None
+        The CPU generator of the draws.
+    device, dtype : optional
+        Where the weights go.
+
+    Returns
+    -------
+    W : Tensor, (E, k, d)
+        The first-layer weights.
+    V : Tensor, (E, k) or (E, k, r)
+        The output weights.
+
+    Raises
+    ------
+    ValueError
+        When a size is not a positive int or ``sigma`` is negative.
     """
     validation.positive_int("k", k)
     validation.positive_int("d", d)
@@ -212,6 +308,33 @@ def gaussian_init(
     """``w_i ~ N(0, σ²/d I_d)``, ``v_i ~ N(0, σ²/k)`` (Section 3's remark on large k; :ref:`ch-failures`'s k sweep).
 
     Returns ``W (E, k, d)``, ``v (E, k)``.
+
+    Parameters
+    ----------
+    k : int
+        The number of neurons.
+    d : int
+        The input dimension.
+    ensemble : int
+        The number of members ``E``.
+    sigma : float
+        The scale ``σ ≥ 0``.
+    generator : torch.Generator or None
+        The CPU generator of the draws.
+    device, dtype : optional
+        Where the weights go.
+
+    Returns
+    -------
+    W : Tensor, (E, k, d)
+        The first-layer weights.
+    v : Tensor, (E, k)
+        The output weights.
+
+    Raises
+    ------
+    ValueError
+        When a size is not a positive int or ``sigma`` is negative.
     """
     validation.positive_int("k", k)
     validation.positive_int("d", d)
@@ -239,6 +362,33 @@ def theorem2_init(
     independent ``N(0, I_d)`` vector) and the sign pattern ``s = signs`` (default ``[+, −]``, the
     paper's ``v1 ReLU(w1ᵀx) − v2 ReLU(w2ᵀx)``). So ``|v_i| ≈ σ ≈ ‖w_i‖``. Returns ``W (E, k, d)``, ``v (E, k)``
     with ``k = len(signs)``.
+
+    Parameters
+    ----------
+    d : int
+        The input dimension.
+    ensemble : int
+        The number of members ``E``.
+    sigma : float
+        The scale ``σ ≥ 0``.
+    signs : sequence of float
+        The signs ``s_i`` of the output weights, each ±1; ``k = len(signs)``.
+    generator : torch.Generator or None
+        The CPU generator of the draws.
+    device, dtype : optional
+        Where the weights go.
+
+    Returns
+    -------
+    W : Tensor, (E, k, d)
+        The first-layer weights.
+    v : Tensor, (E, k)
+        The output weights.
+
+    Raises
+    ------
+    ValueError
+        When a size is not a positive int, ``sigma`` is negative, or ``signs`` is empty or not all ±1.
     """
     validation.positive_int("d", d)
     validation.positive_int("ensemble", ensemble)
@@ -308,7 +458,27 @@ def _forward(W: Tensor, V: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def predict(W: Tensor, V: Tensor, X: Tensor) -> Tensor:
-    """Network outputs ``Vᵀ ReLU(W x_i)`` (paper B, Section 1.2; :ref:`ch-three-phases`): ``(E, n)`` or ``(E, n, r)``."""
+    """Network outputs ``Vᵀ ReLU(W x_i)`` (paper B, Section 1.2; :ref:`ch-three-phases`): ``(E, n)`` or ``(E, n, r)``.
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The first-layer weights.
+    V : Tensor, (E, k) or (E, k, r)
+        The output weights.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared or one sample per member.
+
+    Returns
+    -------
+    Tensor, (E, n) or (E, n, r)
+        The outputs.
+
+    Raises
+    ------
+    ValueError
+        When the shapes do not match, or the tensors lie on different devices or dtypes.
+    """
     _check(W, V, X)
     _, P = _forward(W, V, X)
     return P.transpose(0, 1) if X.ndim == 2 else P
@@ -334,7 +504,29 @@ def forward(params: Sequence[Tensor], X: Tensor) -> Tensor:
 
 
 def loss(W: Tensor, V: Tensor, X: Tensor, Y: Tensor) -> Tensor:
-    """Empirical loss ``(1/2n) Σ_i ‖Vᵀ ReLU(W x_i) − y_i‖²`` per member (paper B, eq. (1); :ref:`ch-three-phases`), ``(E,)``."""
+    """Empirical loss ``(1/2n) Σ_i ‖Vᵀ ReLU(W x_i) − y_i‖²`` per member (paper B, eq. (1); :ref:`ch-three-phases`), ``(E,)``.
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The first-layer weights.
+    V : Tensor, (E, k) or (E, k, r)
+        The output weights.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs.
+    Y : Tensor, (n,), (n, r), (E, n) or (E, n, r)
+        The targets, shared with ``X`` or one set per member.
+
+    Returns
+    -------
+    Tensor, (E,)
+        The loss of every member.
+
+    Raises
+    ------
+    ValueError
+        As :func:`predict`, or when ``Y`` does not match.
+    """
     _check(W, V, X, Y)
     return loss_and_gradient_wv(W, V, X, Y, need_grad=False)[0]
 
@@ -381,6 +573,35 @@ def loss_and_gradient_wv(
     Returns ``(loss (E,), grad_W (E, k, d), grad_V (E, k[, r]))``; ``grad_V`` is ``None`` when
     ``train_v=False``; both grads are ``None`` when ``need_grad=False``. Only the devices and dtypes are checked
     (a few attribute comparisons).
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The first-layer weights.
+    V : Tensor, (E, k) or (E, k, r)
+        The output weights.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs.
+    Y : Tensor, (n,), (n, r), (E, n) or (E, n, r)
+        The targets.
+    train_v : bool
+        Whether to compute ``grad_V``.
+    need_grad : bool
+        Whether to compute any gradient.
+
+    Returns
+    -------
+    loss : Tensor, (E,)
+        The loss of every member.
+    grad_W : Tensor, (E, k, d), or None
+        Its gradient in ``W``.
+    grad_V : Tensor, (E, k) or (E, k, r), or None
+        Its gradient in ``V``.
+
+    Raises
+    ------
+    ValueError
+        When the tensors lie on different devices or dtypes.
     """
     validation.same_device(W=W, v=V, X=X, Y=Y)
     E, k, d = W.shape
@@ -497,7 +718,33 @@ def make_loss_and_grad(X: Tensor, Y: Tensor, *, fixed_v: Tensor | None = None) -
 
 def loss_and_grad_autograd(W: Tensor, V: Tensor, X: Tensor, Y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Reference for :func:`loss_and_gradient_wv` by reverse-mode autograd through ``torch.relu`` (:ref:`ch-three-phases`'s
-    check; tests). Returns ``(loss (E,), grad_W, grad_V)``."""
+    check; tests). Returns ``(loss (E,), grad_W, grad_V)``.
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The first-layer weights.
+    V : Tensor, (E, k) or (E, k, r)
+        The output weights.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs.
+    Y : Tensor, (n,), (n, r), (E, n) or (E, n, r)
+        The targets.
+
+    Returns
+    -------
+    loss : Tensor, (E,)
+        The loss of every member.
+    grad_W : Tensor, (E, k, d)
+        Its gradient in ``W``.
+    grad_V : Tensor, (E, k) or (E, k, r)
+        Its gradient in ``V``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`loss`.
+    """
     _check(W, V, X, Y)
     W = W.detach().clone().requires_grad_(True)
     V = V.detach().clone().requires_grad_(True)
@@ -518,26 +765,93 @@ def _unit(a: Tensor) -> Tensor:
 
 
 def angles(W: Tensor, a: Tensor) -> Tensor:
-    """Angle in ``[0, π]`` between each ``w_i`` and ``a`` (:ref:`ch-three-phases`), ``(E, k)``; ``π/2`` at ``w_i = 0``."""
+    """Angle in ``[0, π]`` between each ``w_i`` and ``a`` (:ref:`ch-three-phases`), ``(E, k)``; ``π/2`` at ``w_i = 0``.
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The first-layer weights.
+    a : Tensor, (d,)
+        The target.
+
+    Returns
+    -------
+    Tensor, (E, k)
+        The angle of each neuron to ``a``.
+
+    Raises
+    ------
+    ValueError
+        When ``W`` and ``a`` lie on different devices or dtypes.
+    """
     validation.same_device(W=W, a=a)
     cos = (W @ _unit(a)) / W.norm(dim=-1).clamp_min(torch.finfo(W.dtype).tiny)
     return torch.arccos(cos.clamp(-1.0, 1.0))
 
 
 def angles_to_target(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
-    """Angle θ_i between ``w_i`` and ``sign(v_i) a`` (its planted direction ±a; Lemma 4, :ref:`ch-three-phases`), ``(E, k)``."""
+    """Angle θ_i between ``w_i`` and ``sign(v_i) a`` (its planted direction ±a; Lemma 4, :ref:`ch-three-phases`), ``(E, k)``.
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The first-layer weights.
+    v : Tensor, (E, k)
+        The output weights.
+    a : Tensor, (d,)
+        The target.
+
+    Returns
+    -------
+    Tensor, (E, k)
+        θ_i, in ``[0, π]``.
+
+    Raises
+    ------
+    ValueError
+        When the tensors lie on different devices or dtypes.
+    """
     validation.same_device(W=W, v=v, a=a)
     th = angles(W, a)
     return torch.where(v >= 0, th, math.pi - th)
 
 
 def neuron_norms(W: Tensor) -> Tensor:
-    """``‖w_i‖`` per neuron, ``(E, k)`` (Lemma 5, :ref:`ch-three-phases`)."""
+    """``‖w_i‖`` per neuron, ``(E, k)`` (Lemma 5, :ref:`ch-three-phases`).
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The first-layer weights.
+
+    Returns
+    -------
+    Tensor, (E, k)
+        ``‖w_i‖``.
+    """
     return W.norm(dim=-1)
 
 
 def imbalance(W: Tensor, v: Tensor) -> Tensor:
-    """Lemma 3's imbalance ``b_i = ‖w_i‖² − v_i²`` (``‖v_i‖²`` for vector outputs), ``(E, k)`` (:ref:`ch-three-phases`)."""
+    """Lemma 3's imbalance ``b_i = ‖w_i‖² − v_i²`` (``‖v_i‖²`` for vector outputs), ``(E, k)`` (:ref:`ch-three-phases`).
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The first-layer weights.
+    v : Tensor, (E, k) or (E, k, r)
+        The output weights.
+
+    Returns
+    -------
+    Tensor, (E, k)
+        ``b_i``.
+
+    Raises
+    ------
+    ValueError
+        When the tensors lie on different devices or dtypes.
+    """
     validation.same_device(W=W, v=v)
     vv = v * v if v.ndim == 2 else (v * v).sum(-1)
     return (W * W).sum(-1) - vv
@@ -549,6 +863,25 @@ def planted_error(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
 
     For k = 2 and signs ``[+, −]`` this is the paper's ``‖diag([v1, v2]) W − [a, −a]ᵀ‖``. Equivalently
     ``‖diag(v) W − 1 aᵀ‖_F``: every neuron's contribution ``v_i w_i`` should equal ``a``.
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The first-layer weights.
+    v : Tensor, (E, k)
+        The output weights.
+    a : Tensor, (d,)
+        The target.
+
+    Returns
+    -------
+    Tensor, (E,)
+        The planted error.
+
+    Raises
+    ------
+    ValueError
+        When the tensors lie on different devices or dtypes.
     """
     validation.same_device(W=W, v=v, a=a)
     return (v.unsqueeze(-1) * W - a).flatten(1).norm(dim=1)
@@ -556,7 +889,25 @@ def planted_error(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
 
 def grouped_sums(W: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
     """Sums of ``|v_i| w_i`` over the neurons with ``v_i > 0`` and with ``v_i < 0`` (Section 4, Figure 2;
-    :ref:`ch-beyond-two`): ``(E, d)`` each; they should recover ``+a`` and ``−a``."""
+    :ref:`ch-beyond-two`): ``(E, d)`` each; they should recover ``+a`` and ``−a``.
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The first-layer weights.
+    v : Tensor, (E, k)
+        The output weights.
+
+    Returns
+    -------
+    pos, neg : Tensor, (E, d)
+        The sums over the neurons with positive and with negative output weight.
+
+    Raises
+    ------
+    ValueError
+        When the tensors lie on different devices or dtypes.
+    """
     validation.same_device(W=W, v=v)
     vw = v.abs().unsqueeze(-1) * W
     pos = (vw * (v > 0).unsqueeze(-1)).sum(1)
@@ -569,6 +920,24 @@ def make_observers(a: Tensor, *, fixed_v: Tensor | None = None) -> dict[str, Cal
     ``v (E, k)``, ``w_norm (E, k)``, ``imbalance (E, k)``, ``error (E,)`` (:func:`planted_error`).
 
     Params are ``[W, v]``, or ``[W]`` with ``fixed_v``.
+
+    Parameters
+    ----------
+    a : Tensor, (d,)
+        The target.
+    fixed_v : Tensor, (k,) or (E, k), or None
+        The output weights when they are held fixed (params ``[W]``).
+
+    Returns
+    -------
+    dict of str to callable
+        Observers ``(params, loss, grads) -> Tensor`` named ``"theta"``, ``"v"``, ``"w_norm"``, ``"imbalance"`` and
+        ``"error"``.
+
+    Raises
+    ------
+    ValueError
+        When ``a`` is not a finite 1-d tensor, or ``a`` and ``fixed_v`` lie on different devices or dtypes.
     """
     if fixed_v is not None:
         validation.same_device(a=a, fixed_v=fixed_v)
@@ -595,6 +964,26 @@ def pairing_error(W: Tensor, V: Tensor) -> tuple[Tensor, Tensor]:
     matching, networkx); the pairing error is ``(Σ_pairs ‖θ_i + θ_j‖² / Σ_i ‖θ_i‖²)^{1/2}``: 0 for an
     exact pairing, about 1 for unrelated neurons. Returns ``(error (E,), pairs (E, r, 2) long)``.
     CPU, Python loop over members (a post-processing step, not the training hot path).
+
+    Parameters
+    ----------
+    W : Tensor, (E, 2r, d)
+        The first-layer weights.
+    V : Tensor, (E, 2r) or (E, 2r, r)
+        The output weights.
+
+    Returns
+    -------
+    error : Tensor, (E,)
+        The pairing error.
+    pairs : Tensor, (E, r, 2), int64
+        The best pairs of neurons.
+
+    Raises
+    ------
+    ValueError
+        When the shapes are not ``(E, 2r, d)`` and ``(E, 2r[, r])``, or the tensors lie on different devices or
+        dtypes.
     """
     import networkx as nx
 
@@ -631,6 +1020,27 @@ def growth_sign(W: Tensor, v: Tensor, a: Tensor, X: Tensor | None = None) -> Ten
     ``sign(v_i(0) + w_i(0)ᵀĉ_i)``, which differs from ``sign(v_i(0))`` when ``|v_i(0)| < |w_i(0)ᵀĉ_i|``
     (possible whenever ``‖w_i‖ > |v_i|``, e.g. Xavier initialisation). ``W (E, k, d)``, ``v (E, k)``,
     ``a (d,)`` → ``(E, k)`` of ±1.
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The initial first-layer weights.
+    v : Tensor, (E, k)
+        The initial output weights.
+    a : Tensor, (d,)
+        The target.
+    X : Tensor, (n, d), or None
+        The sample, or ``None`` for the population.
+
+    Returns
+    -------
+    Tensor, (E, k)
+        ±1, the sign of each ``v_i`` after the growth phase.
+
+    Raises
+    ------
+    ValueError
+        When a tensor is not finite of its shape, or they lie on different devices or dtypes.
     """
     validation.same_device(W=W, v=v, a=a, **({} if X is None else {"X": X}))
     validation.tensor("W", W, ndim=3)

@@ -98,7 +98,23 @@ def _c_sigma_by_name(name: str) -> float:
 
 def c_sigma(act: str | activations.Activation) -> float:
     """``c_σ = 1 / E[σ(g)²]``, ``g ~ N(0, 1)``, by 200-point Gauss–Hermite quadrature (paper C's scaling,
-    :ref:`ch-parameter-ball`). For tanh ≈ 2.54, for softplus ≈ 1.07."""
+    :ref:`ch-parameter-ball`). For tanh ≈ 2.54, for softplus ≈ 1.07.
+
+    Parameters
+    ----------
+    act : str or Activation
+        σ (:func:`companion.activations.get`).
+
+    Returns
+    -------
+    float
+        ``c_σ``.
+
+    Raises
+    ------
+    ValueError
+        When ``act`` is not a registered activation.
+    """
     return _c_sigma_by_name(activations.get(act).name)
 
 
@@ -121,13 +137,40 @@ def _names(H: int) -> list[str]:
 
 
 def depth(params: Params) -> int:
-    """Number of weight layers ``H`` of a parameter list ``[W_1, …, W_H, a]``."""
+    """Number of weight layers ``H`` of a parameter list ``[W_1, …, W_H, a]``.
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+
+    Returns
+    -------
+    int
+        ``H``.
+    """
     return len(params) - 1
 
 
 def check_params(params: Params) -> tuple[int, int, int, int]:
     """Validate a parameter list ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``; return ``(E, m, d, H)``.
-    Raises ``ValueError`` on a malformed list."""
+    Raises ``ValueError`` on a malformed list.
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+
+    Returns
+    -------
+    E, m, d, H : int
+        The ensemble size, width, input dimension and depth.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is not such a list of finite floating tensors on one device with one dtype.
+    """
     if not isinstance(params, (list, tuple)) or len(params) < 2:
         raise ValueError("params must be a list [W1, …, WH, a] of H >= 1 weight tensors and the output weights")
     H = depth(params)
@@ -205,7 +248,29 @@ def init_params(
 
 
 def sphere_inputs(n: int, d: int, *, generator: torch.Generator | None = None, device=None, dtype=None) -> Tensor:
-    """``n`` inputs drawn uniformly on the unit sphere of ``R^d``, shape ``(n, d)`` (:ref:`ch-parameter-ball`)."""
+    """``n`` inputs drawn uniformly on the unit sphere of ``R^d``, shape ``(n, d)`` (:ref:`ch-parameter-ball`).
+
+    Parameters
+    ----------
+    n : int
+        The number of inputs.
+    d : int
+        Their dimension.
+    generator : torch.Generator or None
+        The CPU generator of the draws (:mod:`companion.device`).
+    device, dtype : optional
+        Where the inputs go (default: the policy of :mod:`companion.device`).
+
+    Returns
+    -------
+    Tensor, (n, d)
+        Unit vectors.
+
+    Raises
+    ------
+    ValueError
+        When ``n`` or ``d`` is not a positive int.
+    """
     validation.positive_int("n", n)
     validation.positive_int("d", d)
     dev, dt = _device.resolve(device, dtype)
@@ -229,7 +294,18 @@ class Net:
         c_sigma(self.act)  # computed (and cached) here, outside any torch.func transform
 
     def scales(self, H: int) -> list[float]:
-        """``[s_1, …, s_H]``: ``√c_σ`` for layer 1 and fully connected layers, ``c_res/H`` for residual ``h ≥ 2``."""
+        """``[s_1, …, s_H]``: ``√c_σ`` for layer 1 and fully connected layers, ``c_res/H`` for residual ``h ≥ 2``.
+
+        Parameters
+        ----------
+        H : int
+            The depth.
+
+        Returns
+        -------
+        list of float
+            ``[s_1, …, s_H]``.
+        """
         cs = math.sqrt(c_sigma(self.act))
         return [cs if (h == 1 or self.arch == "fc") else self.c_res / H for h in range(1, H + 1)]
 
@@ -423,7 +499,27 @@ def _preactivation_grads(params: Params, X: Tensor, net: Net):
 def backward_vectors(params: Params, X: Tensor, net: Net = Net()) -> list[Tensor]:
     """Paper C's backward vectors ``b_h = ∂f/∂x_h`` per sample, ``[b_1 … b_H]`` each ``(E, n, m)``; ``b_H = a``
     (:ref:`ch-parameter-ball`). Their sup-norm ``M = max_h ‖b_h(θ0)‖_∞`` enters the Hessian and Taylor bounds ``T M (1+D)/√m``:
-    for Gaussian ``a`` it grows like ``√(2 log m)``."""
+    for Gaussian ``a`` it grows like ``√(2 log m)``.
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    net : Net
+        The architecture, activation and scalings.
+
+    Returns
+    -------
+    list of Tensor, each (E, n, m)
+        ``[b_1, …, b_H]``.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+    """
     E, m, d, H = _check(params, X=X)
     _check_X(X, d)
     xt = {h: torch.zeros(E, X.shape[-2], m, dtype=X.dtype, device=X.device) for h in range(1, H + 1)}
@@ -432,7 +528,27 @@ def backward_vectors(params: Params, X: Tensor, net: Net = Net()) -> list[Tensor
 
 
 def backward_sup_norm(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
-    """``M = max_{h, i} ‖b_h(x_i)‖_∞`` per member, ``(E,)`` (paper C's ``M``; :ref:`ch-parameter-ball`)."""
+    """``M = max_{h, i} ‖b_h(x_i)‖_∞`` per member, ``(E,)`` (paper C's ``M``; :ref:`ch-parameter-ball`).
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    net : Net
+        The architecture, activation and scalings.
+
+    Returns
+    -------
+    Tensor, (E,)
+        ``M``.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+    """
     return torch.stack([b.abs().flatten(1).max(1).values for b in backward_vectors(params, X, net)], 0).max(0).values
 
 
@@ -441,7 +557,27 @@ def layer_grams(params: Params, X: Tensor, net: Net = Net()) -> list[Tensor]:
     ``K_h[i, j] = ⟨∂f_i/∂W_h, ∂f_j/∂W_h⟩ = ⟨u_{h,i}, u_{h,j}⟩ ⟨x_{h−1,i}, x_{h−1,j}⟩`` (each gradient is the
     rank-one matrix ``u_{h,i} x_{h−1,i}ᵀ``), and ``K_a = X_H X_Hᵀ``. Returns ``[K_1, …, K_H, K_a]``, each
     ``(E, n, n)``, in the order of ``params``; their sum is the tangent kernel ``J Jᵀ``. No Jacobian of size
-    ``n × P`` is formed."""
+    ``n × P`` is formed.
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    net : Net
+        The architecture, activation and scalings.
+
+    Returns
+    -------
+    list of Tensor, each (E, n, n)
+        ``[K_1, …, K_H, K_a]``.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+    """
     _, _, d, H = _check(params, X=X)
     _check_X(X, d)
     us, xs, _ = _preactivation_grads(params, X, net)
@@ -454,7 +590,27 @@ def last_layer_gram(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
     """Paper C's last-hidden-layer Gram, closed form (:ref:`ch-parameter-ball`):
     ``G_H[i, j] = γ ⟨X_i, X_j⟩ m⁻¹ Σ_r a_r² σ'(Z_{i,r}) σ'(Z_{j,r})`` with ``X_i = x_{H−1}(x_i)``,
     ``Z_i = W_H X_i`` and ``γ = s_H²`` (``c_σ`` fully connected, ``c_res²/H²`` residual). Shape ``(E, n, n)``.
-    Equals ``layer_grams(...)[H - 1]`` (tested)."""
+    Equals ``layer_grams(...)[H - 1]`` (tested).
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    net : Net
+        The architecture, activation and scalings.
+
+    Returns
+    -------
+    Tensor, (E, n, n)
+        ``G_H``.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+    """
     E, m, d, H = _check(params, X=X)
     _check_X(X, d)
     _, xs, zs = _forward(params, X, net)
@@ -466,17 +622,75 @@ def last_layer_gram(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
 
 
 def ntk(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
-    """The tangent kernel ``J Jᵀ`` (``J = ∂f/∂θ``, ``n × P``), shape ``(E, n, n)``, as the sum of :func:`layer_grams`."""
+    """The tangent kernel ``J Jᵀ`` (``J = ∂f/∂θ``, ``n × P``), shape ``(E, n, n)``, as the sum of :func:`layer_grams`.
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    net : Net
+        The architecture, activation and scalings.
+
+    Returns
+    -------
+    Tensor, (E, n, n)
+        ``J Jᵀ``.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+    """
     return sum(layer_grams(params, X, net))
 
 
 def jacobian_norm(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
-    """``‖J‖_op = √λ_max(J Jᵀ)`` per member, shape ``(E,)`` (paper C: ``‖J‖ ≤ T√n`` or ``C√n``; :ref:`ch-parameter-ball`)."""
+    """``‖J‖_op = √λ_max(J Jᵀ)`` per member, shape ``(E,)`` (paper C: ``‖J‖ ≤ T√n`` or ``C√n``; :ref:`ch-parameter-ball`).
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    net : Net
+        The architecture, activation and scalings.
+
+    Returns
+    -------
+    Tensor, (E,)
+        ``‖J‖_op``.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+    """
     return torch.linalg.eigvalsh(ntk(params, X, net))[..., -1].clamp_min(0).sqrt()
 
 
 def gram_drift(G: Tensor, G0: Tensor) -> tuple[Tensor, Tensor]:
-    """Entrywise max and operator norm of ``G − G0`` per member: ``(E,), (E,)`` (paper C; :ref:`ch-parameter-ball`)."""
+    """Entrywise max and operator norm of ``G − G0`` per member: ``(E,), (E,)`` (paper C; :ref:`ch-parameter-ball`).
+
+    Parameters
+    ----------
+    G, G0 : Tensor, (E, n, n)
+        The Gram matrices at the moved and at the initial point.
+
+    Returns
+    -------
+    entry : Tensor, (E,)
+        ``max |G − G0|``.
+    op : Tensor, (E,)
+        ``‖G − G0‖_op``.
+
+    Raises
+    ------
+    ValueError
+        When ``G`` and ``G0`` are not finite 3-d tensors of one shape, device and dtype.
+    """
     validation.same_device(G=G, G0=G0)
     validation.tensor("G", G, ndim=3)
     validation.tensor("G0", G0, ndim=3)
@@ -489,7 +703,27 @@ def gram_drift(G: Tensor, G0: Tensor) -> tuple[Tensor, Tensor]:
 # ------------------------------------------------------------------------------------------- directions
 def random_direction(params: Params, D: float, *, generator: torch.Generator | None = None) -> Params:
     """A Gaussian direction with ``‖h‖ = D`` per member (all blocks together), so ``θ0 + h`` lies in the ball
-    ``‖W_h − W_h(0)‖ ≤ D``, ``‖a − a0‖ ≤ D`` of paper C (:ref:`ch-parameter-ball`)."""
+    ``‖W_h − W_h(0)‖ ≤ D``, ``‖a − a0‖ ≤ D`` of paper C (:ref:`ch-parameter-ball`).
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    D : float
+        The ball's radius ``≥ 0``.
+    generator : torch.Generator or None
+        The CPU generator of the draws.
+
+    Returns
+    -------
+    list of Tensor
+        ``h``, shaped like ``params``, of norm ``D`` per member.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed or ``D`` is negative.
+    """
     check_params(params)
     validation.nonnegative("D", D)
     h = [randn(v.shape, generator=generator, dtype=v.dtype, device=v.device) for v in params]
@@ -498,7 +732,31 @@ def random_direction(params: Params, D: float, *, generator: torch.Generator | N
 
 def gradient_direction(params: Params, X: Tensor, D: float, coef: Tensor, net: Net = Net()) -> Params:
     """``h = D Jᵀc / ‖Jᵀc‖``: a direction in the span of the output gradients, i.e. where gradient descent on a
-    square loss moves (its step is ``−η Jᵀ r``). ``coef``: ``(E, n)``. Rank-one per layer. (:ref:`ch-parameter-ball`)"""
+    square loss moves (its step is ``−η Jᵀ r``). ``coef``: ``(E, n)``. Rank-one per layer. (:ref:`ch-parameter-ball`)
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    D : float
+        The ball's radius ``≥ 0``.
+    coef : Tensor, (E, n)
+        The coefficients ``c`` of the output gradients.
+    net : Net
+        The architecture, activation and scalings.
+
+    Returns
+    -------
+    list of Tensor
+        ``h``, shaped like ``params``, of norm ``D`` per member.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, ``X`` or ``coef`` does not match it, or ``D`` is negative.
+    """
     E, _, d, _ = _check(params, X=X)
     _check_X(X, d)
     validation.nonnegative("D", D)
@@ -514,7 +772,29 @@ def gram_ascent_direction(params: Params, X: Tensor, D: float, net: Net = Net())
     """``h = D ∇_θ(uᵀ G_H u) / ‖∇_θ(uᵀ G_H u)‖`` with ``u`` the top eigenvector of ``G_H(θ0)``: to first order in
     ``D`` the direction of the ball that moves the last-hidden-layer Gram the most along ``u`` (steepest ascent).
     Since paper C bounds the drift over the *whole* ball, the drift along this direction is a lower estimate of
-    that supremum (:ref:`ch-parameter-ball`); random or gradient-descent directions move ``G_H`` much less."""
+    that supremum (:ref:`ch-parameter-ball`); random or gradient-descent directions move ``G_H`` much less.
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    D : float
+        The ball's radius ``≥ 0``.
+    net : Net
+        The architecture, activation and scalings.
+
+    Returns
+    -------
+    list of Tensor
+        ``h``, shaped like ``params``, of norm ``D`` per member.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, ``X`` does not match it, or ``D`` is negative.
+    """
     E, _, d, _ = _check(params, X=X)
     _check_X(X, d)
     validation.nonnegative("D", D)
@@ -549,7 +829,31 @@ def output_hvp(params: Params, x: Tensor, v: Params, net: Net = Net(), *, method
     ``method="func"``: forward-over-reverse ``torch.func.jvp(torch.func.grad(f))``; ``method="autograd"`` (default):
     reverse-over-reverse double backward with :func:`torch.autograd.grad`. Both give the same vector (tested); on a
     CPU the second has far less per-call overhead at small widths (about 5x at m = 64), which matters because
-    Lanczos calls it dozens of times per point of a sweep."""
+    Lanczos calls it dozens of times per point of a sweep.
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    x : Tensor, (d,) or (E, d)
+        One input, shared or one per member.
+    v : list of Tensor
+        A vector shaped like ``params``.
+    net : Net
+        The architecture, activation and scalings.
+    method : str
+        ``"autograd"`` or ``"func"``.
+
+    Returns
+    -------
+    list of Tensor
+        ``∇²f(x; θ) v``, shaped like ``params``.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, ``x`` or ``v`` does not match it, or ``method`` is unknown.
+    """
     E, _, d, _ = _check(params, x=x, v=v)
     xx = _one_input(x, d, E)
     if method == "func":
@@ -562,7 +866,31 @@ def output_hvp(params: Params, x: Tensor, v: Params, net: Net = Net(), *, method
 
 def loss_hvp(params: Params, X: Tensor, y: Tensor, v: Params, net: Net = Net()) -> Params:
     """``∇²L(θ) v`` per member for the square loss ``L(θ) = ½ Σ_i (f_i(θ) − y_i)²`` (``X``: ``(n, d)``, ``y``:
-    ``(n,)`` or ``(E, n)``). Paper C: ``∇²L = JᵀJ + Σ_i r_i ∇²f_i`` with ``r = f − y`` (:ref:`ch-parameter-ball`)."""
+    ``(n,)`` or ``(E, n)``). Paper C: ``∇²L = JᵀJ + Σ_i r_i ∇²f_i`` with ``r = f − y`` (:ref:`ch-parameter-ball`).
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    y : Tensor, (n,) or (E, n)
+        The targets.
+    v : list of Tensor
+        A vector shaped like ``params``.
+    net : Net
+        The architecture, activation and scalings.
+
+    Returns
+    -------
+    list of Tensor
+        ``∇²L(θ) v``, shaped like ``params``.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+    """
     _, _, d, _ = _check(params, X=X, y=y, v=v)
     _check_X(X, d)
     return _hvp(lambda p: 0.5 * ((_forward(p, X, net)[0] - y) ** 2).sum(), params, v)
@@ -570,7 +898,31 @@ def loss_hvp(params: Params, X: Tensor, y: Tensor, v: Params, net: Net = Net()) 
 
 def weighted_output_hvp(params: Params, X: Tensor, c: Tensor, v: Params, net: Net = Net()) -> Params:
     """``(Σ_i c_i ∇²f_i(θ)) v`` per member, ``c``: ``(E, n)`` held fixed (with ``c = r`` the curvature part of
-    the loss Hessian, ``∇²L − JᵀJ``; paper C, :ref:`ch-parameter-ball`)."""
+    the loss Hessian, ``∇²L − JᵀJ``; paper C, :ref:`ch-parameter-ball`).
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    c : Tensor, (E, n)
+        The weights of the inputs' Hessians, held fixed.
+    v : list of Tensor
+        A vector shaped like ``params``.
+    net : Net
+        The architecture, activation and scalings.
+
+    Returns
+    -------
+    list of Tensor
+        ``(Σ_i c_i ∇²f_i(θ)) v``, shaped like ``params``.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+    """
     E, _, d, _ = _check(params, X=X, c=c, v=v)
     _check_X(X, d)
     if c.shape != (E, X.shape[-2]):
@@ -618,7 +970,39 @@ def output_hessian_norm(
     """Spectral norm ``‖∇²f(x; θ)‖`` per member, ``(E,)``, by Lanczos on output HVPs (paper C: ``≤ T M (1+D)/√m``
     or ``C M (1+D)/√m``; :ref:`ch-parameter-ball`). ``x``: ``(d,)``. Returns the norm, then (if asked) the running estimate
     ``(E, iters)`` (to show convergence) and the unit top eigenvector (a parameter list). The iteration is
-    :func:`companion.curvature.lanczos` without reorthogonalisation (three vectors of length ``P`` per member)."""
+    :func:`companion.curvature.lanczos` without reorthogonalisation (three vectors of length ``P`` per member).
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    x : Tensor, (d,) or (E, d)
+        One input, shared or one per member.
+    net : Net
+        The architecture, activation and scalings.
+    iters : int
+        Lanczos steps.
+    generator : torch.Generator or None
+        The CPU generator of the Lanczos start vectors (:mod:`companion.device`).
+    return_history : bool
+        Also return the running estimate.
+    return_vector : bool
+        Also return the top eigenvector.
+
+    Returns
+    -------
+    norm : Tensor, (E,)
+        ``‖∇²f(x; θ)‖``; alone unless more is asked for.
+    history : Tensor, (E, iters)
+        The running estimate (with ``return_history``).
+    vector : list of Tensor
+        The unit top eigenvector, shaped like ``params`` (with ``return_vector``).
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+    """
     E, _, d, _ = _check(params, x=x)
     xx = _one_input(x, d, E)
     res = _operator_norm(
@@ -635,7 +1019,31 @@ def output_hessian_norms(
     params: Params, X: Tensor, net: Net = Net(), *, iters: int = 30, generator: torch.Generator | None = None
 ) -> Tensor:
     """``‖∇²f_i(θ)‖`` for every member and input, ``(E, n)``, in one batched Lanczos run over ``E·n`` copies of the
-    parameters (memory ``E·n`` parameter vectors times four). Paper C's ``max_i ‖∇²f_i‖`` (:ref:`ch-parameter-ball`)."""
+    parameters (memory ``E·n`` parameter vectors times four). Paper C's ``max_i ‖∇²f_i‖`` (:ref:`ch-parameter-ball`).
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    net : Net
+        The architecture, activation and scalings.
+    iters : int
+        Lanczos steps.
+    generator : torch.Generator or None
+        The CPU generator of the Lanczos start vectors (:mod:`companion.device`).
+
+    Returns
+    -------
+    Tensor, (E, n)
+        ``‖∇²f_i(θ)‖``.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+    """
     E, _, d, _ = _check(params, X=X)
     _check_X(X, d, E)
     n = X.shape[-2]
@@ -649,7 +1057,33 @@ def loss_hessian_norm(
     params: Params, X: Tensor, y: Tensor, net: Net = Net(), *, iters: int = 30, generator: torch.Generator | None = None
 ) -> Tensor:
     """``‖∇²L(θ)‖`` per member, ``(E,)``, ``L = ½ Σ_i (f_i − y_i)²``, by Lanczos on :func:`loss_hvp`
-    (paper C's loss-Hessian bound ``‖∇²L‖ ≤ ‖J‖² + √n ‖r‖ max_i ‖∇²f_i‖``; :ref:`ch-parameter-ball`)."""
+    (paper C's loss-Hessian bound ``‖∇²L‖ ≤ ‖J‖² + √n ‖r‖ max_i ‖∇²f_i‖``; :ref:`ch-parameter-ball`).
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    y : Tensor, (n,) or (E, n)
+        The targets.
+    net : Net
+        The architecture, activation and scalings.
+    iters : int
+        Lanczos steps.
+    generator : torch.Generator or None
+        The CPU generator of the Lanczos start vectors (:mod:`companion.device`).
+
+    Returns
+    -------
+    Tensor, (E,)
+        ``‖∇²L(θ)‖``.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+    """
     _, _, d, _ = _check(params, X=X, y=y)
     _check_X(X, d)
     res = _operator_norm(
@@ -663,7 +1097,33 @@ def weighted_output_hessian_norm(
 ) -> Tensor:
     """``‖Σ_i c_i ∇²f_i(θ)‖`` per member, ``(E,)``, by Lanczos on :func:`weighted_output_hvp`; ``c``: ``(E, n)``
     (paper C, :ref:`ch-parameter-ball`: with ``c = r`` the term that the loss-Hessian bound controls by ``√n ‖r‖
-    max_i ‖∇²f_i‖``)."""
+    max_i ‖∇²f_i‖``).
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    c : Tensor, (E, n)
+        The weights of the inputs' Hessians, held fixed.
+    net : Net
+        The architecture, activation and scalings.
+    iters : int
+        Lanczos steps.
+    generator : torch.Generator or None
+        The CPU generator of the Lanczos start vectors (:mod:`companion.device`).
+
+    Returns
+    -------
+    Tensor, (E,)
+        ``‖Σ_i c_i ∇²f_i(θ)‖``.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+    """
     E, _, d, _ = _check(params, X=X, c=c)
     _check_X(X, d)
     if c.shape != (E, X.shape[-2]):
@@ -677,7 +1137,29 @@ def weighted_output_hessian_norm(
 def jvp_outputs(params: Params, X: Tensor, h: Params, net: Net = Net()) -> Tensor:
     """``Df(θ) h`` for every input, shape ``(E, n)`` (:ref:`ch-parameter-ball`), from the rank-one structure of the output
     gradients: ``⟨∂f_i/∂W_h, ΔW_h⟩ = u_{h,i}ᵀ ΔW_h x_{h−1,i}`` and ``⟨∂f_i/∂a, Δa⟩ = Δaᵀ x_{H,i}`` (one backward
-    pass; equal to ``torch.func.jvp``, tested, which on a CPU carries a large per-call overhead)."""
+    pass; equal to ``torch.func.jvp``, tested, which on a CPU carries a large per-call overhead).
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    h : list of Tensor
+        A direction shaped like ``params``.
+    net : Net
+        The architecture, activation and scalings.
+
+    Returns
+    -------
+    Tensor, (E, n)
+        ``Df(θ) h``.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+    """
     _, _, d, H = _check(params, X=X, h=h)
     _check_X(X, d)
     us, xs, _ = _preactivation_grads(params, X, net)
@@ -689,7 +1171,29 @@ def jvp_outputs(params: Params, X: Tensor, h: Params, net: Net = Net()) -> Tenso
 
 def taylor_remainder(params: Params, X: Tensor, h: Params, net: Net = Net()) -> Tensor:
     """``|f_i(θ + h) − f_i(θ) − Df_i(θ) h|`` per member and input, shape ``(E, n)`` (paper C's Taylor bound
-    ``≤ T M (1+D) ‖h‖² / (2√m)``; :ref:`ch-parameter-ball`). ``Df(θ) h`` by :func:`jvp_outputs`."""
+    ``≤ T M (1+D) ‖h‖² / (2√m)``; :ref:`ch-parameter-ball`). ``Df(θ) h`` by :func:`jvp_outputs`.
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    h : list of Tensor
+        A direction shaped like ``params``.
+    net : Net
+        The architecture, activation and scalings.
+
+    Returns
+    -------
+    Tensor, (E, n)
+        ``|f_i(θ + h) − f_i(θ) − Df_i(θ) h|``.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+    """
     _, _, d, _ = _check(params, X=X, h=h)
     _check_X(X, d)
     f0 = _forward(params, X, net)[0]
@@ -702,7 +1206,29 @@ def feature_drift(params: Params, X: Tensor, h: Params, net: Net = Net()) -> dic
     """How far the forward pass moves from ``θ`` to ``θ + h`` (paper C, step 2.1; :ref:`ch-parameter-ball`): per member and
     layer, ``"x"``: ``e_h = max_i ‖x_h(θ + h) − x_h(θ)‖`` (bound ``T D/√m`` fully connected, ``C D/√m``
     residual) and ``"z"``: ``max_i ‖z_h(θ + h) − z_h(θ)‖`` (bound ``T D`` or ``C D``: no ``1/√m``). Each
-    ``(E, H)``, column ``h − 1`` for layer ``h``."""
+    ``(E, H)``, column ``h − 1`` for layer ``h``.
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    h : list of Tensor
+        A direction shaped like ``params``.
+    net : Net
+        The architecture, activation and scalings.
+
+    Returns
+    -------
+    dict of str to Tensor, each (E, H)
+        ``"x"`` and ``"z"``.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+    """
     _, _, d, _ = _check(params, X=X, h=h)
     _check_X(X, d)
     _, xs0, zs0 = _forward(params, X, net)
@@ -719,7 +1245,29 @@ def backward_drift(params: Params, X: Tensor, h: Params, net: Net = Net()) -> di
     * ``"drift"``: ``max_i ‖b_h(θ + h) − b_h(θ)‖₂`` (the proof's ``‖d_h‖ ≤ T M D`` or ``C M D``: no ``1/√m``);
       ``"mean_drift"``: the same averaged over the inputs (a less noisy statistic under the same bound);
     * ``"sup"``: ``max_i ‖b_h(θ + h)‖_∞`` (``≤ T M (1 + D)`` or ``C M (1 + D)``);
-    * ``"l2"``: ``max_i ‖b_h(θ + h)‖₂`` (the crude ``≤ T √m`` or ``C √m``)."""
+    * ``"l2"``: ``max_i ‖b_h(θ + h)‖₂`` (the crude ``≤ T √m`` or ``C √m``).
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    h : list of Tensor
+        A direction shaped like ``params``.
+    net : Net
+        The architecture, activation and scalings.
+
+    Returns
+    -------
+    dict of str to Tensor, each (E, H)
+        ``"drift"``, ``"mean_drift"``, ``"sup"`` and ``"l2"``.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+    """
     _, _, d, _ = _check(params, X=X, h=h)
     _check_X(X, d)
     b0 = backward_vectors(params, X, net)
@@ -766,6 +1314,37 @@ def ball_measurements(
     ``hessian=False`` skips the Lanczos runs (no ``hess``, ``hess_conv``, ``hess_ball``, ``taylor``);
     ``taylor=False`` skips the Ritz vector and the Taylor remainders along it (``taylor``, ``taylor_rand``), which
     halves the Lanczos work (the vector is rebuilt by a second pass of the recurrence).
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    D : float
+        The ball's radius ``≥ 0``.
+    net : Net
+        The architecture, activation and scalings.
+    iters : int
+        Lanczos steps.
+    generator : torch.Generator or None
+        The CPU generator of the directions and the Lanczos start vectors.
+    ball_hessian : bool
+        Also measure ``hess_ball``.
+    hessian : bool
+        Measure the output Hessian (``hess``, ``hess_conv``).
+    taylor : bool
+        Measure the Taylor remainders.
+
+    Returns
+    -------
+    dict of str to Tensor, each (E,)
+        The values above, by name.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, ``X`` does not match it, or ``D`` is negative.
     """
     E, m, d, H = _check(params, X=X)
     _check_X(X, d, E)
@@ -825,7 +1404,35 @@ def loss_hessian_measurements(
     * ``r``: ``‖r(θ)‖``, ``r0``: ``‖r(θ0)‖``; ``M``: ``M(θ)``;
     * the residual bound ``‖r‖ ≤ ‖r0‖ + D sup_t ‖J(θ_t)‖ ≤ ‖r0‖ + T√n D`` in its worst direction, the opposite one
       ``θ0 − h`` (to first order the steepest increase of ``‖r‖``): ``r_up``: ``‖r(θ0 − h)‖`` and ``Jmax``:
-      ``max_t ‖J(θ0 − t h)‖`` over ``t ∈ {0, ½, 1}``."""
+      ``max_t ‖J(θ0 − t h)‖`` over ``t ∈ {0, ½, 1}``.
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    y : Tensor, (n,) or (E, n)
+        The targets.
+    D : float
+        The ball's radius ``≥ 0``.
+    net : Net
+        The architecture, activation and scalings.
+    iters : int
+        Lanczos steps.
+    generator : torch.Generator or None
+        The CPU generator of the Lanczos start vectors (:mod:`companion.device`).
+
+    Returns
+    -------
+    dict of str to Tensor, each (E,)
+        The values above, by name.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, ``X`` or ``y`` does not match it, or ``D`` is negative.
+    """
     E, m, d, H = _check(params, X=X, y=y)
     _check_X(X, d, E)
     n = X.shape[-2]
@@ -869,7 +1476,33 @@ def radius_measurements(
 
     and ``hess``, ``hess_conv`` (``(E,)``, as in :func:`ball_measurements`). The directions do not depend on ``D``:
     they and the Lanczos run are computed once, and every radius only moves along them, so the exponents in ``D``
-    are those of one fixed curve per member."""
+    are those of one fixed curve per member.
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    radii : sequence of float
+        The radii ``D``, ``R`` of them.
+    net : Net
+        The architecture, activation and scalings.
+    iters : int
+        Lanczos steps.
+    generator : torch.Generator or None
+        The CPU generator of the directions and the Lanczos start vectors.
+
+    Returns
+    -------
+    dict of str to Tensor
+        ``(R, E)`` values by name; ``hess`` and ``hess_conv`` ``(E,)``.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+    """
     E, m, d, H = _check(params, X=X)
     _check_X(X, d, E)
     radii = [float(D) for D in radii]
@@ -908,7 +1541,36 @@ def radius_sweep(
     m: int, H: int, radii, *, n: int, d: int, members: int, net: Net = Net(), data_seed: int, init_seed: int, iters: int = 20
 ) -> dict:
     """:func:`radius_measurements` on the inputs and initialisation of :func:`sweep_point` (same seeds, same
-    draws), as numpy arrays ``(R, members)`` (``hess``, ``hess_conv``: ``(members,)``). Paper C (:ref:`ch-parameter-ball`)."""
+    draws), as numpy arrays ``(R, members)`` (``hess``, ``hess_conv``: ``(members,)``). Paper C (:ref:`ch-parameter-ball`).
+
+    Parameters
+    ----------
+    m : int
+        The width.
+    H : int
+        The depth.
+    radii : sequence of float
+        The radii ``D``, ``R`` of them.
+    n : int
+        Inputs per member.
+    d : int
+        The input dimension.
+    members : int
+        The ensemble size.
+    net : Net
+        The architecture, activation and scalings.
+    data_seed : int
+        The seed of the inputs.
+    init_seed : int
+        The seed of the initialisation, the directions and Lanczos.
+    iters : int
+        Lanczos steps.
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``(R, members)`` values by name; ``hess`` and ``hess_conv`` ``(members,)``.
+    """
     g = _device.generator(data_seed)
     X = sphere_inputs(members * n, d, generator=g).reshape(members, n, d)
     gi = _device.generator(init_seed)
@@ -941,7 +1603,44 @@ def sweep_point(
     Gaussian initialisation of ``members`` networks of width ``m`` and depth ``H`` from
     ``device.generator(init_seed)``; then :func:`ball_measurements` at radius ``D`` and, with ``loss``, the
     values of :func:`loss_hessian_measurements` under the prefix ``loss_`` (``hessian``, ``taylor``: as in
-    :func:`ball_measurements`). Paper C (:ref:`ch-parameter-ball`)."""
+    :func:`ball_measurements`). Paper C (:ref:`ch-parameter-ball`).
+
+    Parameters
+    ----------
+    m : int
+        The width.
+    H : int
+        The depth.
+    D : float
+        The ball's radius ``≥ 0``.
+    n : int
+        Inputs per member.
+    d : int
+        The input dimension.
+    members : int
+        The ensemble size.
+    net : Net
+        The architecture, activation and scalings.
+    data_seed : int
+        The seed of the inputs and targets.
+    init_seed : int
+        The seed of the initialisation, the directions and Lanczos.
+    iters : int
+        Lanczos steps.
+    ball_hessian : bool
+        As in :func:`ball_measurements`.
+    loss : bool
+        Also the values of :func:`loss_hessian_measurements`.
+    hessian : bool
+        As in :func:`ball_measurements`.
+    taylor : bool
+        As in :func:`ball_measurements`.
+
+    Returns
+    -------
+    dict of str to ndarray, each (members,)
+        The measurements by name.
+    """
     g = _device.generator(data_seed)
     X = sphere_inputs(members * n, d, generator=g).reshape(members, n, d)
     y = randn((members, n), generator=g, dtype=X.dtype, device=X.device)
@@ -961,7 +1660,33 @@ def dense_reference_errors(
     (``J`` by :func:`torch.func.jacrev`); ``"hessian"``: the relative error of :func:`output_hessian_norm` and
     ``"loss_hessian"`` that of :func:`loss_hessian_norm` against the eigenvalues of the dense Hessian
     (:func:`torch.func.hessian`); ``"loss_identity"``: ``max |∇²L − (JᵀJ + Σ_i r_i ∇²f_i)| / max |∇²L|`` (paper C's
-    identity behind the loss-Hessian bound). ``X``: ``(n, d)``; ``y``: ``(n,)``; small ``P`` only."""
+    identity behind the loss-Hessian bound). ``X``: ``(n, d)``; ``y``: ``(n,)``; small ``P`` only.
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d)
+        The inputs.
+    y : Tensor, (n,)
+        The targets.
+    net : Net
+        The architecture, activation and scalings.
+    iters : int
+        Lanczos steps.
+    generator : torch.Generator or None
+        The CPU generator of the Lanczos start vectors (:mod:`companion.device`).
+
+    Returns
+    -------
+    dict of str to float
+        ``"ntk"``, ``"gram"``, ``"hessian"``, ``"loss_hessian"`` and ``"loss_identity"``.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+    """
     E, m, d, H = _check(params, X=X, y=y)
     _check_X(X, d)
     out = {"ntk": 0.0, "gram": 0.0, "hessian": 0.0, "loss_hessian": 0.0, "loss_identity": 0.0}
@@ -1004,7 +1729,30 @@ def radius_exponent(x, Y, confidence: float = 0.999, order: int = 2):
     exponents with a Student-t interval across members at ``confidence``, widened on each side by the truncation
     estimate ``|ē(order) − ē(order − 1)|``, the change of the mean exponent when the last correction term is added
     (for a correction series that shrinks from order to order, the error left is smaller than the last change).
-    Returns a :class:`companion.stats.Estimate` whose ``method`` names the widening. Needs ``R ≥ order + 3``."""
+    Returns a :class:`companion.stats.Estimate` whose ``method`` names the widening. Needs ``R ≥ order + 3``.
+
+    Parameters
+    ----------
+    x : array_like, (R,)
+        The radii, positive.
+    Y : array_like, (R, E)
+        The measured values, positive and finite, ``E ≥ 2``.
+    confidence : float
+        The interval's confidence, in ``(0, 1)``.
+    order : int
+        The number of correction terms ``D, …, D^order``.
+
+    Returns
+    -------
+    Estimate
+        The mean exponent with its widened interval.
+
+    Raises
+    ------
+    ValueError
+        When the shapes are wrong (``R < order + 3``, ``E < 2``), a value is not positive and finite, or
+        ``confidence`` is not in ``(0, 1)``.
+    """
     from . import stats
 
     x = np.asarray(x, float).ravel()

@@ -58,6 +58,23 @@ def constant(eta: float | Tensor) -> StepRule:
 
     The rule is marked ``capturable`` (it ignores ``t`` and makes no host conversion), so :func:`run` may
     capture it in a CUDA graph. A per-member tensor is converted to the loss's device and dtype once.
+
+    Parameters
+    ----------
+    eta : float or Tensor, (E,)
+        The step size, positive: one for all members or one per member.
+
+    Returns
+    -------
+    callable
+        The step rule ``(params, loss, grads, t) -> Tensor (E,)``, with ``description``, ``capturable`` and
+        ``restrict``.
+
+    Raises
+    ------
+    ValueError
+        When a step size is not positive (or, for a float, not finite), or a per-member tensor is not 1-d; when called,
+        when ``eta`` has not one entry per member.
     """
     if isinstance(eta, Tensor):
         validation.tensor("eta", eta, ndim=1)
@@ -87,12 +104,42 @@ def constant(eta: float | Tensor) -> StepRule:
 
 
 def grad_norm_sq(params: Params, loss: Tensor, grads: Sequence[Tensor]) -> Tensor:
-    """Observer: ``‖∇𝓛‖²`` per member, shape ``(E,)``."""
+    """Observer: ``‖∇𝓛‖²`` per member, shape ``(E,)``.
+
+    Parameters
+    ----------
+    params : list of Tensor, each (E, ...)
+        The parameters (unused).
+    loss : Tensor, (E,)
+        The loss (unused).
+    grads : sequence of Tensor, each (E, ...)
+        The gradient.
+
+    Returns
+    -------
+    Tensor, (E,)
+        ``‖∇𝓛‖²``.
+    """
     return sum((g**2).flatten(1).sum(dim=1) for g in grads)
 
 
 def param_norm(params: Params, loss: Tensor, grads: Sequence[Tensor]) -> Tensor:
-    """Observer: ``‖W‖_F`` (all parameter tensors together) per member, shape ``(E,)``."""
+    """Observer: ``‖W‖_F`` (all parameter tensors together) per member, shape ``(E,)``.
+
+    Parameters
+    ----------
+    params : list of Tensor, each (E, ...)
+        The parameters.
+    loss : Tensor, (E,)
+        The loss (unused).
+    grads : sequence of Tensor, each (E, ...)
+        The gradient (unused).
+
+    Returns
+    -------
+    Tensor, (E,)
+        ``‖W‖_F``.
+    """
     return torch.sqrt(sum((p**2).flatten(1).sum(dim=1) for p in params))
 
 
@@ -134,6 +181,16 @@ def shared_data(loss_and_grad: LossAndGrad) -> LossAndGrad:
 
     The models' ``make_loss_and_grad`` closures carry their own ``restrict(members)``, which also slices
     per-member data; this marks a hand-written one.
+
+    Parameters
+    ----------
+    loss_and_grad : callable
+        A closure ``params -> (loss (E,), grads)`` whose data all members share.
+
+    Returns
+    -------
+    callable
+        The same closure, with ``restrict(members)`` returning itself.
     """
     loss_and_grad.restrict = lambda members: loss_and_grad  # type: ignore[attr-defined]
     return loss_and_grad
@@ -145,6 +202,16 @@ def finite_rows(x: Tensor) -> Tensor:
     One multiply and one row sum: ``0·x`` is ``±0`` for finite ``x`` and NaN for ``±inf``/NaN, so the row sum
     is 0 exactly when the row is finite (it cannot overflow). A few times cheaper than
     ``isfinite(x).all(1)``, which makes four passes. :ref:`ch-setup` (the engine).
+
+    Parameters
+    ----------
+    x : Tensor, (E, ...)
+        One row per member.
+
+    Returns
+    -------
+    Tensor of bool, (E,)
+        Whether each row is finite.
     """
     if x.ndim == 1:
         return torch.isfinite(x)
@@ -557,7 +624,25 @@ _CAPTURE = _cuda_graph  # tests substitute an eager stand-in (``lambda body, dev
 
 
 def log_spaced(steps: int, num: int = 60) -> Tensor:
-    """About ``num`` iterations in ``[0, steps]``, log-spaced, always including 0 and ``steps``."""
+    """About ``num`` iterations in ``[0, steps]``, log-spaced, always including 0 and ``steps``.
+
+    Parameters
+    ----------
+    steps : int
+        The last iteration.
+    num : int
+        About how many iterations.
+
+    Returns
+    -------
+    Tensor of int64, (N,)
+        The iterations, increasing and distinct, from 0 to ``steps`` (``N ≤ num + 2``).
+
+    Raises
+    ------
+    ValueError
+        When ``steps`` is not a positive int.
+    """
     validation.positive_int("steps", steps)
     pts = torch.logspace(0, torch.log10(torch.tensor(float(steps))), num).round().long()
     return torch.cat([torch.tensor([0]), pts, torch.tensor([steps])]).unique()

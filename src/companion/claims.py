@@ -278,6 +278,25 @@ class ClaimCheck:
         When ``registry`` is another chapter's, ``chapter`` is not a label, or ``COMPANION_SCALE`` is malformed.
     FileNotFoundError
         When the chapter has no registry file.
+
+    Examples
+    --------
+    >>> from companion import claims, registry
+    >>> reg = registry.parse({"chapter": "ch-toy", "rows": [{
+    ...     "id": "toy.bound", "claim": "the ratio is at most {limit}", "refs": ["A Lemma 4.1"], "kind": "bound",
+    ...     "source": "'ratio ≤ 1'", "paper": "≤ 1", "scales": ["quick", "paper"], "registered": "2026-12-01",
+    ...     "rule": {"text": "the largest ratio over the ensemble is at most {limit}",
+    ...              "params": {"limit": {"value": 1, "from": "the lemma's constant"}}}}]})
+    >>> check = claims.ClaimCheck("ch-toy", registry=reg)
+    >>> check.missing(), check.all_passed
+    (['toy.bound'], False)
+    >>> worst = 0.42
+    >>> check.add("toy.bound", measured=worst, passed=worst <= check.rule("toy.bound")["limit"])
+    True
+    >>> check.missing(), check.all_passed
+    ([], True)
+    >>> print(str(check).splitlines()[1].split(" | ")[0].strip())
+    [PASS] toy.bound (bound) the ratio is at most 1
     """
 
     def __init__(self, chapter: str, *, registry: _registry.ChapterRegistry | None = None, title: str = "") -> None:

@@ -42,6 +42,12 @@ def check_assumptions(act, X: Tensor | None = None, c_x: float = 1.0) -> activat
     -------
     Activation
         The activation, resolved by :func:`companion.activations.get`.
+
+    Raises
+    ------
+    ValueError
+        When σ violates Assumption 3.1 or 3.3 (a constant exceeds 1), ``c_x`` is not in ``(0, 1]``, or an input
+        has ``‖x_i‖ > c_x √d`` (Assumption 3.2).
     """
     sigma = activations.get(act).require_smooth()
     if max(sigma.constants().values()) > 1:
@@ -74,6 +80,11 @@ def blockwise_activation(acts: Sequence, block: int) -> activations.Activation:
     Activation
         A single activation whose functions act blockwise on ``(len(acts) · block, …)`` and whose constants are the
         largest of the blocks' (``acts[0]`` itself for one activation).
+
+    Raises
+    ------
+    ValueError
+        When ``acts`` is not a non-empty list of distinct activations, or ``block`` is not a positive int.
     """
     validation.positive_int("block", block)
     acts = [check_assumptions(act) for act in acts]

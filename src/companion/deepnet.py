@@ -155,6 +155,12 @@ def init_params(
     -------
     list[Tensor]
         ``L`` tensors ``(E, d_ℓ, d_{ℓ-1})``.
+
+    Raises
+    ------
+    ValueError
+        When ``widths`` does not list ``d_0 … d_L`` with ``L ≥ 1`` and ``d_L = 1`` (each a positive int), ``ensemble``
+        is not a positive int, or ``scale`` is negative.
     """
     validation.positive_int("ensemble size", ensemble)
     if len(widths) < 2:
@@ -456,6 +462,12 @@ def make_loss_and_grad(X: Tensor, y: Tensor, act, *, params_like: Sequence[Tenso
     -------
     LossAndGrad
         ``params -> (loss (E,), [grad_1, …, grad_L])`` with ``params`` as from :func:`init_params`.
+
+    Raises
+    ------
+    ValueError
+        When ``X`` or ``y`` is not a finite floating tensor of its shape, they do not match, or they lie on different
+        devices or dtypes; at the closure's first call, when the parameters do not match the data.
 
     Examples
     --------

@@ -118,6 +118,11 @@ def lemma_4_6_rhs(inner, norm_w1, norm_diff, loss_w1, L: int, d_max: int, c_J: f
     -------
     Tensor
         ``(E,)``, the bound.
+
+    Raises
+    ------
+    ValueError
+        When ``inner`` is not a finite floating tensor.
     """
     inner = validation.tensor("inner", torch.as_tensor(inner, dtype=torch.float64) if not isinstance(inner, Tensor) else inner)
     return inner + torch.exp(log_lemma_4_6_remainder(norm_w1, norm_diff, loss_w1, L, d_max, c_J))
@@ -194,6 +199,11 @@ def eta(norm_w, loss, L: int, d_max: int, c_J: float = deepnet.C_J, kappa=1.0) -
     -------
     Tensor
         ``(E,)``, the step.
+
+    Raises
+    ------
+    ValueError
+        When ``kappa`` is not positive and finite.
     """
     loss = _norm("loss", loss)
     log_den = math.log(rho(L, d_max, c_J)) + torch.log1p(torch.sqrt(loss)) + log_power_sum(norm_w, 2 * L - 2)
@@ -225,6 +235,11 @@ def adaptive_step(L: int, d_max: int, kappa: float | Tensor = 1.0, c_J: float = 
     -------
     StepRule
         ``(params, loss (E,), grads, t) -> (E,)``, restrictable to a subset of the members (``rule.restrict``).
+
+    Raises
+    ------
+    ValueError
+        When ``kappa`` is not positive (a per-member ``kappa`` must be a finite 1-d tensor).
     """
     L, d_max, c_J = _check_L(L), _check_dmax(d_max), _check_cJ(c_J)
     if isinstance(kappa, Tensor):

@@ -184,6 +184,12 @@ def make_loss_and_grad(X: Tensor, y: Tensor, *, mode: str | None = "default") ->
     LossAndGrad
         ``params -> (loss (E,), [grad_W, grad_v])``.
 
+    Raises
+    ------
+    ValueError
+        When ``X`` is not a finite ``(n, d)`` tensor, ``y`` not a finite ``(n,)`` one, or they lie on different devices
+        or dtypes; at a call, when the parameters are not ``[W (E, k, d), v (E, k)]``.
+
     Examples
     --------
     The eager formulation (``mode=None``) gives relunet's values to rounding:

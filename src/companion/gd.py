@@ -319,6 +319,16 @@ def run(
     GDResult
         Final parameters, history ``(R, E, …)``, divergence and stopping iterations ``(E,)``, snapshots.
 
+    Raises
+    ------
+    ValueError
+        When ``steps`` or ``check_every`` is not a positive int; ``params`` is not a non-empty list of finite floating
+        tensors with one leading ensemble size on one device; ``stop`` is given for a closure without ``restrict``;
+        a per-member ``step_size`` is not a finite 1-d tensor; ``record_at`` or ``snapshot_at`` leaves ``[0, steps]``;
+        or ``loss_and_grad`` returns a loss that is not ``(E,)``.
+    RuntimeError
+        When ``capture=True`` was asked for and the step cannot be captured in a CUDA graph.
+
     Notes
     -----
     A member whose loss, gradient or parameters become non-finite is flagged diverged at that iteration and frozen

@@ -184,6 +184,11 @@ def two_layer_weights(params: Sequence[Tensor], fixed_v: Tensor | None = None, *
     -------
     (W, V)
         ``W (E, k, d)`` and ``V (E, k)`` or ``(E, k, r)`` (a shared ``fixed_v`` broadcast to every member).
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is not ``[W, v]`` (trainable output weights) or ``[W]`` (``fixed_v`` given).
     """
     if fixed_v is None:
         if len(params) != 2:
@@ -229,6 +234,12 @@ def two_layer_closure(
     -------
     LossAndGrad
         ``params -> (loss (E,), grads)``, with ``restrict(index)`` (the module docstring's contract).
+
+    Raises
+    ------
+    ValueError
+        When ``fixed_v`` is not a finite tensor of 1 to 3 dimensions; at a call, when the parameters are not ``[W]``
+        with ``fixed_v``, or ``check`` rejects them.
     """
     if fixed_v is not None:
         validation.tensor("fixed_v", fixed_v, ndim=(1, 2, 3))

@@ -105,6 +105,11 @@ def log_exponent_sum(a, b, exponents: Sequence[tuple[int, int]]) -> Tensor:
     -------
     Tensor
         The logarithm of the sum, of the broadcast shape of ``a`` and ``b``.
+
+    Raises
+    ------
+    ValueError
+        When ``exponents`` is empty.
     """
     a, b = _same_device_norms(a=a, b=b).values()
     if len(exponents) == 0:

@@ -624,6 +624,13 @@ def make_loss_and_grad(target: Tensor, *, fixed_v: Tensor | None = None, form: s
     LossAndGrad
         ``params -> (loss (E,), grads)``.
 
+    Raises
+    ------
+    ValueError
+        When ``target`` or ``fixed_v`` is not a finite tensor of its shape, they lie on different devices or dtypes,
+        ``form`` is not ``'gram'`` or ``'kahan'`` (``'kahan'`` only for one output); at a call, when the parameters
+        do not match the target.
+
     Examples
     --------
     Figure 1's setting in miniature: output weights fixed at ``[1, −1]``, a small initialisation, GD reaches the

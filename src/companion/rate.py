@@ -117,6 +117,11 @@ def rate_constants(L: int, rho_value: float, loss0: float, norm_w0: float) -> Ra
     -------
     RateConstants
         The constants, with the proof's bounds as methods.
+
+    Raises
+    ------
+    ValueError
+        When ``rho_value < 1``, or ``loss0`` or ``norm_w0`` is negative or not finite.
     """
     L = _check_L(L)
     if not rho_value >= 1:

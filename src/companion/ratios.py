@@ -145,6 +145,11 @@ def proof_log_ratios(params1, params2, X: Tensor, y: Tensor, act, statements: Se
     dict of str to Tensor
         ``{"4.3": (E,), …}`` in the order of ``statements``, each the largest ``log(LHS/RHS)`` (``≤ 0`` where the
         statement holds).
+
+    Raises
+    ------
+    ValueError
+        When ``statements`` is not a non-empty selection of :data:`companion.smoothness.STATEMENTS`.
     """
     _check_devices(params1, params2, X, y)
     sigma = check_assumptions(act)

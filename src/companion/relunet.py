@@ -225,6 +225,12 @@ def init_params(
     -------
     list[Tensor]
         ``[W (E, k, d), v (E, k)]`` (``V (E, k, r)`` for ``r`` outputs).
+
+    Raises
+    ------
+    ValueError
+        When ``scheme`` is unknown, ``r`` is given for a scheme other than ``'xavier'``, ``signs`` for one other than
+        ``'theorem2'`` or with other than ``k`` entries, a size is not a positive int, or ``sigma`` is negative.
     """
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
@@ -684,6 +690,12 @@ def make_loss_and_grad(X: Tensor, Y: Tensor, *, fixed_v: Tensor | None = None) -
     -------
     LossAndGrad
         ``params -> (loss (E,), grads)``, the values of :func:`loss_and_gradient`.
+
+    Raises
+    ------
+    ValueError
+        When ``X`` or ``Y`` is not a finite floating tensor of its shape, or they (and ``fixed_v``) lie on different
+        devices or dtypes; at the closure's first call, when the parameters do not match the data.
 
     Examples
     --------

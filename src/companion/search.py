@@ -64,6 +64,11 @@ def random_pairs(
     -------
     tuple of list of Tensor
         ``(params1, params2)``, each a list of ``L`` tensors ``(E, d_ℓ, d_{ℓ−1})``.
+
+    Raises
+    ------
+    ValueError
+        When ``ensemble`` is not a positive int or a range is not ``0 < lo ≤ hi``.
     """
     validation.positive_int("ensemble", ensemble)
     for lo, hi, name in ((*norm_range, "norm_range"), (*diff_range, "diff_range")):
@@ -161,6 +166,11 @@ def tightness_probe(
     -------
     Tensor
         ``(starts,)``, the best ratio ``LHS/RHS`` found per start.
+
+    Raises
+    ------
+    ValueError
+        When ``lemma`` is not one of :data:`companion.smoothness.LEMMAS`.
     """
     if lemma not in LEMMAS:
         raise ValueError(f"lemma must be one of {LEMMAS}, got {lemma!r}")
@@ -215,6 +225,12 @@ def proof_probes(
     -------
     dict of str to dict of str to Tensor
         ``{activation name: {statement: (starts,)}}``, the best ratio ``LHS/RHS`` seen per start.
+
+    Raises
+    ------
+    ValueError
+        When ``starts`` is not a positive int or ``statements`` is not a non-empty selection of
+        :data:`companion.smoothness.STATEMENTS`.
     """
     validation.positive_int("starts", starts)
     statements = tuple(statements)

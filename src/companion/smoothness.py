@@ -476,6 +476,11 @@ def lemma_4_1_rhs(output_change, grad_norm_w2, residual_w1, grad_change, c_J: fl
     -------
     Tensor
         ``(E,)``, the bound.
+
+    Raises
+    ------
+    ValueError
+        When the four per-sample quantities do not share one shape ``(E, n)``.
     """
     c_J = _check_cJ(c_J)
     t = _same_device_norms(

@@ -173,6 +173,11 @@ def wilson(successes, trials, confidence: float = 0.95) -> Estimate:
         ``value = k/n`` with the Wilson interval (clipped to ``[0, 1]``), ``method = "Wilson"``, ``successes`` and
         ``trials``; floats for a single count, arrays of the broadcast shape ``(...)`` otherwise.
 
+    Raises
+    ------
+    ValueError
+        When not ``0 ≤ successes ≤ trials`` with ``trials > 0``, or ``confidence`` is not in ``(0, 1)``.
+
     Examples
     --------
     >>> from companion import stats
@@ -228,6 +233,11 @@ def mean(samples, axis: int = 0, confidence: float = 0.95) -> Estimate:
     Estimate
         ``value`` the mean, ``stderr`` its standard error, ``method = "t-interval"``; floats for a 1-d sample,
         arrays of the remaining shape otherwise.
+
+    Raises
+    ------
+    ValueError
+        When ``samples`` is empty or has fewer than two samples along ``axis``.
     """
     x = _np(samples)
     if x.ndim == 0:
@@ -281,6 +291,11 @@ def linear_slope(x, y, confidence: float = 0.95) -> Estimate:
     Estimate
         ``value`` the slope, with ``intercept`` and ``stderr``, ``method = "t-interval"``.
 
+    Raises
+    ------
+    ValueError
+        When ``x`` or ``y`` is not finite.
+
     Examples
     --------
     >>> from companion import stats
@@ -315,6 +330,11 @@ def loglog_slope(x, y, confidence: float = 0.95) -> Estimate:
     -------
     Estimate
         ``value`` the exponent, with ``intercept`` (of ``log y``) and ``stderr``, ``method = "t-interval"``.
+
+    Raises
+    ------
+    ValueError
+        When ``x`` or ``y`` is not finite and positive.
 
     Examples
     --------
@@ -352,6 +372,11 @@ def semilog_slope(t, y, confidence: float = 0.95) -> Estimate:
     -------
     Estimate
         ``value`` the slope of ``log y``, with ``intercept`` and ``stderr``, ``method = "t-interval"``.
+
+    Raises
+    ------
+    ValueError
+        When ``t`` is not finite, or ``y`` not finite and positive.
     """
     t, y = _pairs(t, y)
     if np.any(y <= 0) or not np.all(np.isfinite(t)) or not np.all(np.isfinite(y)):
@@ -384,6 +409,12 @@ def member_slopes(x, Y, confidence: float = 0.95, *, x_min: float | None = None)
     Estimate
         ``value`` the mean slope, ``stderr`` its standard error across members,
         ``method = "t-interval over members"``.
+
+    Raises
+    ------
+    ValueError
+        When ``Y`` is not ``(R, E)`` with ``R = len(x)``, fewer than three abscissae (after ``x_min``) or two members
+        remain, or a value is not finite and positive.
     """
     x, Y = _np(x).ravel(), _np(Y)
     if Y.ndim != 2 or Y.shape[0] != x.size:
@@ -421,6 +452,12 @@ def ray_degree(s, lam, correction: int) -> Tensor:
     -------
     Tensor
         ``(E,)``, float64 on the CPU: the exponent ``p`` of each ray.
+
+    Raises
+    ------
+    ValueError
+        When ``s`` or ``lam`` is not a finite tensor of its shape (``lam (R, E)`` with ``R = len(s) ≥ 4``), a value
+        is not positive, or ``correction`` is not a positive int.
     """
     s = validation.tensor("s", torch.as_tensor(s, dtype=torch.float64), ndim=1)
     lam = validation.tensor("lam", torch.as_tensor(lam), ndim=2)
@@ -459,6 +496,12 @@ def exp_decay_binomial(k, failures, trials, confidence: float = 0.95) -> Estimat
     Estimate
         ``value`` the rate ``ĉ``, ``intercept`` the fitted ``log C``, ``stderr`` the Wald standard error of ``ĉ``,
         ``method = "Wald interval"``.
+
+    Raises
+    ------
+    ValueError
+        When there are fewer than two triples or their lengths differ, not ``0 ≤ failures ≤ trials`` with
+        ``trials > 0``, or there are no failures at all.
     """
     from scipy import optimize
 
@@ -507,6 +550,11 @@ def crossing(p, x, level: float = 0.5) -> np.ndarray:
     -------
     ndarray, shape (...)
         The crossing points: ``inf`` where the level is never reached, ``x[0]`` where it is reached at once.
+
+    Raises
+    ------
+    ValueError
+        When ``p``'s last axis does not match ``x``, or ``x`` is not increasing and positive with at least two points.
     """
     p, x = _np(p), _np(x).ravel()
     if p.shape[-1] != x.size or x.size < 2 or np.any(np.diff(x) <= 0) or np.any(x <= 0):
@@ -554,6 +602,11 @@ def bootstrap_crossing(
     -------
     Estimate
         ``value`` the crossing of the measured rates (``inf`` if never reached), ``method = "Jeffreys bootstrap"``.
+
+    Raises
+    ------
+    ValueError
+        When not ``0 ≤ counts ≤ trials`` with ``trials > 0``, or ``rng`` is not given.
     """
     k = _np(counts).ravel()
     n = np.broadcast_to(_np(trials), k.shape)
@@ -605,6 +658,12 @@ def bootstrap_crossing_exponent(
     -------
     Estimate
         ``value`` the exponent of the measured rates, ``method = "Jeffreys bootstrap"``.
+
+    Raises
+    ------
+    ValueError
+        When ``counts`` is not ``(len(sizes), len(x))``, not ``0 ≤ counts ≤ trials`` with ``trials > 0``,
+        or ``rng`` is not given.
     """
     k = _np(counts)
     s, xs = _np(sizes).ravel(), _np(x).ravel()

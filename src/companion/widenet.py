@@ -236,6 +236,11 @@ def init_params(
     -------
     list[Tensor]
         ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+
+    Raises
+    ------
+    ValueError
+        When ``d``, ``m``, ``H`` or ``ensemble`` is not a positive int.
     """
     for name, v in (("d", d), ("m", m), ("H", H), ("ensemble", ensemble)):
         validation.positive_int(name, v)
@@ -444,6 +449,12 @@ def make_loss_and_grad(X: Tensor, y: Tensor, net: Net = Net()):
     -------
     LossAndGrad
         ``params -> (loss (E,), grads)`` with ``params = [W_1, …, W_H, a]`` and ``grads`` shaped like it.
+
+    Raises
+    ------
+    ValueError
+        When ``X`` or ``y`` is not a finite floating tensor of its shape, or they lie on different devices or dtypes;
+        at a call, when the parameters do not match the data.
 
     Examples
     --------

@@ -1,6 +1,7 @@
 """The package's public functions carry numpydoc sections: every function in a module's ``__all__`` (and every public
-method of a class there) that takes parameters has a ``Parameters`` section naming each of them, and one that returns
-a value has a ``Returns`` (or ``Yields``) section."""
+method of a class there) that takes parameters has a ``Parameters`` section naming each of them, one that returns a
+value has a ``Returns`` (or ``Yields``) section, and one that raises ``ValueError`` itself (or checks its input through
+:mod:`companion.validation`) has a ``Raises`` section."""
 
 import ast
 import importlib
@@ -34,19 +35,38 @@ def _parameters(fn) -> list[str]:
     return [p for p in inspect.signature(fn).parameters if p not in ("self", "cls")]
 
 
-def _returns_a_value(fn) -> bool:
-    """Whether the function's own body (not a nested one) returns something other than None, or yields."""
+def _own_nodes(fn):
+    """The AST nodes of the function's own body, not those of a nested function, lambda or class."""
     body = list(ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0].body)
     while body:
         node = body.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             continue
+        yield node
+        body.extend(ast.iter_child_nodes(node))
+
+
+def _returns_a_value(fn) -> bool:
+    """Whether the function returns something other than None, or yields."""
+    for node in _own_nodes(fn):
         if isinstance(node, (ast.Yield, ast.YieldFrom)):
             return True
         if isinstance(node, ast.Return) and node.value is not None:
             if not (isinstance(node.value, ast.Constant) and node.value.value is None):
                 return True
-        body.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _raises_value_error(fn) -> bool:
+    """Whether the function raises ``ValueError`` itself or calls a check of :mod:`companion.validation`."""
+    for node in _own_nodes(fn):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(exc, ast.Name) and exc.id == "ValueError":
+                return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if isinstance(node.func.value, ast.Name) and node.func.value.id == "validation":
+                return True
     return False
 
 
@@ -72,11 +92,13 @@ def _problems(fn) -> list[str]:
             problems += [f"parameter {p!r} not named" for p in params if p not in section]
     if _returns_a_value(fn) and _section(doc, "Returns") is None and _section(doc, "Yields") is None:
         problems.append("no Returns section")
+    if _raises_value_error(fn) and _section(doc, "Raises") is None:
+        problems.append("raises ValueError but has no Raises section")
     return problems
 
 
 @pytest.mark.parametrize("name", MODULES)
-def test_public_functions_have_parameters_and_returns_sections(name):
+def test_public_functions_have_parameters_returns_and_raises_sections(name):
     module = importlib.import_module(f"companion.{name}")
     problems = [f"companion.{name}.{qual}: {'; '.join(p)}" for qual, fn in _public_functions(module) if (p := _problems(fn))]
     assert problems == [], "\n".join(problems)

@@ -81,6 +81,15 @@ def _section(doc: str, title: str) -> str | None:
     return body
 
 
+def _entry_names(section: str) -> set[str]:
+    """The names a ``Parameters`` section describes: its unindented entry lines, ``a, b : type`` or ``**options``."""
+    names = set()
+    for line in section.splitlines():
+        if line and not line[0].isspace():
+            names |= {n.strip().strip("`").lstrip("*").strip("`") for n in line.split(" : ")[0].split(",")}
+    return names
+
+
 def _problems(fn) -> list[str]:
     doc = inspect.getdoc(fn) or ""
     problems = []
@@ -89,7 +98,8 @@ def _problems(fn) -> list[str]:
         if section is None:
             problems.append("no Parameters section")
         else:
-            problems += [f"parameter {p!r} not named" for p in params if p not in section]
+            named = _entry_names(section)
+            problems += [f"parameter {p!r} not named" for p in params if p not in named]
     if _returns_a_value(fn) and _section(doc, "Returns") is None and _section(doc, "Yields") is None:
         problems.append("no Returns section")
     if _raises_value_error(fn) and _section(doc, "Raises") is None:

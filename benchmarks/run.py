@@ -510,6 +510,8 @@ def section_small(args, dev, dtype, out: dict) -> None:
             )
         )
         print(
+            f"   {name}: per step eager {best['eager'] * 1e6:.0f} us, compiled {best['compiled'] * 1e6:.0f} us "
+            f"({speed:.2f}x), hand-written {best['hand'] * 1e6:.0f} us ({best['eager'] / best['hand']:.2f}x)\n"
             f"   {name}: compiled vs eager: max rel. diff params {d_params:.1e}, loss history {d_loss:.1e}, sum eta "
             f"{d_sum:.1e}; violations/ambiguous/divergence {'identical' if same_counts else 'DIFFER'}; compile "
             f"{min(compile_s):.1f}-{max(compile_s):.1f} s per run | hand vs eager: params {d_hand:.1e}, sum eta "

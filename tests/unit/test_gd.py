@@ -695,7 +695,9 @@ def test_compiled_step_with_torch_compile_on_cpu():
     for p, q in zip(b.params, a.params):
         assert rel(p, q) < 1e-12
     for key in ("loss", "eta", "grad_norm_sq", "param_norm", "min_g2", "sum_eta", "sum_eta_g2"):
-        assert rel(b.history[key], a.history[key]) < 1e-12, key
+        x, y = b.history[key], a.history[key]
+        assert torch.equal(torch.isnan(x), torch.isnan(y)), key  # the step after the last one is NaN on both
+        assert rel(torch.nan_to_num(x), torch.nan_to_num(y)) < 1e-12, key
     for key in ("violations", "ambiguous"):
         assert torch.equal(ta.state[key], tb.state[key]), key
 

@@ -18,7 +18,11 @@ Sections (see benchmarks/README.md for how to read the output):
    ``(kE × n)(n × d)``). Rows: the eager loop, the loop captured in a CUDA graph (``capture=True``), and the
    captured loop around :mod:`companion.fused`'s inductor-compiled hot path (``--fused-modes``). On the CPU
    only the eager row runs unless ``--fused-modes`` is given (inductor compiles for half a minute there).
-4. ``hessian`` — the top Hessian eigenvalue of paper A's network by Lanczos on Hessian-vector products
+4. ``small`` — the small-network regime (Chapter 4's runs of paper A's net at L = 2, 3, 4 with the Tracker, and
+   Chapter 3's): per-step time of ``gd.run`` as the chapters call it, of ``gd.run(compile=True)`` (one step compiled
+   by ``torch.compile``, compile time shown apart) and of a hand-written loop of the same step, interleaved, with the
+   trajectories compared (benchmarks/README.md, section 4).
+5. ``hessian`` — the top Hessian eigenvalue of paper A's network by Lanczos on Hessian-vector products
    (:func:`companion.curvature.top_eigenvalue`) against the dense Hessian (torch.func forward-over-reverse
    over all unit vectors, i.e. ``torch.func.hessian``'s computation, run in chunks to fit memory) followed by
    ``torch.linalg.eigvalsh``: time ratio and relative agreement.
@@ -28,7 +32,7 @@ single operations are the minimum over repetitions, with the competing operation
 change of machine load hits both sides. The load average is printed at start and end: on a shared
 machine the ratios move, so rerun on an idle one before comparing with the targets.
 
-Usage: ``python benchmarks/run.py [--quick] [--device cuda] [--sections engine,formulations,scaling,hessian]
+Usage: ``python benchmarks/run.py [--quick] [--device cuda] [--sections engine,formulations,scaling,small,hessian]
 [--json out.json]``; ``--help`` lists the sizes that can be changed.
 """
 
@@ -367,6 +371,165 @@ def section_scaling(args, dev, dtype, out: dict) -> None:
     out["scaling"] = res
 
 
+# ------------------------------------------------------------------------------ small networks, many steps
+def small_workloads(args, dev, dtype) -> dict:
+    """The small-network regime: Chapter 4's runs (paper A's net ``[2, 3, …, 3, 1]`` at L = 2, 3, 4, sigmoid, n = 8,
+    target 1.5, 16 initialisations at scale 0.3 each with ``κη_t`` and ``η_t``, the Tracker as the step, its
+    observers and eq. (14) recorded at 60 log-spaced iterations) and Chapter 3's (``[4, 6, …, 6, 1]``, n = 32, the
+    four smooth activations blockwise, each on its own data, 16 seeds × init scales 0.5, 1, 2, 4 per activation,
+    the paper's ``η_t``, 30 records). Returns ``name -> (closure, params, tracker factory, observers factory, L,
+    records)``."""
+    from companion import activations, assumptions, descent, smoothness
+
+    out = {}
+    for L in [int(x) for x in args.small_depths.split(",") if x.strip()]:
+        gen = cdevice.generator(L)  # Chapter 4 seeds its depth L with seed + L (seed 0)
+        X = deepnet.ball_data(8, 2, generator=gen, device=dev, dtype=dtype)
+        y = torch.full((8,), 1.5, dtype=dtype, device=dev)
+        w = deepnet.init_params([2] + [3] * (L - 1) + [1], 16, 0.3, generator=gen, device=dev, dtype=dtype)
+        params = [torch.cat([a, a]) for a in w]
+        kappa = torch.cat([torch.full((16,), {2: 1e3, 3: 1e5, 4: 1e7}[L]), torch.ones(16)]).to(device=dev, dtype=dtype)
+
+        def tracker(L=L, params=params, kappa=kappa):
+            return descent.Tracker(L, deepnet.d_max(params), kappa=kappa, tol=2 * 8 * 2.0**-52)
+
+        def obs(tr, X=X):
+            return {**tr.observers(), "eq14": lambda p, l, g: smoothness.equation_14(p, X, "sigmoid").ratio.amax(1)}
+
+        out[f"ch-rate L={L} (E=32)"] = (descent.make_loss_and_grad(params, X, y, "sigmoid"), params, tracker, obs, L, 60)
+    for L in [int(x) for x in args.small_descent_depths.split(",") if x.strip()]:
+        gen = cdevice.generator(100 + L)
+        acts = activations.SMOOTH
+        blocks = []
+        for _ in acts:
+            X = deepnet.ball_data(32, 4, generator=gen, device=dev, dtype=dtype)
+            y = 0.5 * cdevice.randn((32,), generator=gen, device=dev, dtype=dtype)
+            ws = [
+                deepnet.init_params([4] + [6] * (L - 1) + [1], 16, s_, generator=gen, device=dev, dtype=dtype)
+                for s_ in (0.5, 1.0, 2.0, 4.0)
+            ]
+            blocks.append(([torch.cat(z) for z in zip(*ws)], X, y))
+        B = blocks[0][0][0].shape[0]
+        params = [torch.cat(z) for z in zip(*[b[0] for b in blocks])]
+        X = torch.cat([b[1].expand(B, -1, -1) for b in blocks])
+        y = torch.cat([b[2].expand(B, -1) for b in blocks])
+
+        def tracker(L=L, params=params):
+            return descent.Tracker(L, deepnet.d_max(params), kappa=1.0, tol=2 * 32 * 2.0**-52)
+
+        f = descent.make_loss_and_grad(params, X, y, assumptions.blockwise_activation(acts, B))
+        out[f"ch-descent L={L} (E={params[0].shape[0]})"] = (f, params, tracker, lambda tr: tr.observers(), L, 30)
+    return out
+
+
+def hand_loop(f, params, steps: int, L: int, kappa, log_rho: float):
+    """The same step written out as a reader would: the closure, Lemma 4.7's ``κη_t`` and Theorem 4.8's running
+    quantities (the Tracker's formulas), ``θ ← θ − η g``; no divergence bookkeeping, no records."""
+    ps = [p.clone() for p in params]
+    E = ps[0].shape[0]
+    powers = torch.arange(2 * L - 1, device=ps[0].device, dtype=ps[0].dtype)
+    scale = torch.as_tensor(kappa).to(ps[0]) * math.exp(-log_rho)
+    views = [(E,) + (1,) * (p.ndim - 1) for p in ps]
+    min_g2 = sum_eta = None
+    for _ in range(steps):
+        loss, grads = f(ps)
+        flat_g = torch.cat([g.reshape(E, -1) for g in grads], 1)
+        g2 = torch.linalg.vecdot(flat_g, flat_g)
+        a = torch.linalg.vector_norm(torch.cat([w.reshape(E, -1) for w in ps], 1), dim=1)
+        eta = scale / ((1 + torch.sqrt(loss.clamp_min(0))) * torch.pow(a.unsqueeze(1), powers).sum(1))
+        min_g2 = g2 if min_g2 is None else torch.minimum(min_g2, g2)
+        sum_eta = eta if sum_eta is None else sum_eta + eta
+        ps = [torch.addcmul(p, eta.view(v), g, value=-1) for p, g, v in zip(ps, grads, views)]
+    return ps, {"min_g2": min_g2, "sum_eta": sum_eta}
+
+
+def section_small(args, dev, dtype, out: dict) -> None:
+    """``gd.run`` today (eager), ``gd.run(compile=True)`` and a hand-written loop on the small-network workloads,
+    interleaved, per step; trajectories compared."""
+    T, R = args.small_steps, args.small_rounds
+    print(
+        f"\n## Small networks, many steps: per-step time of gd.run (eager, today) / gd.run(compile=True) / a hand-written"
+        f" loop — {T} steps per run, best of {R} interleaved rounds; compile time excluded from the per-step time and"
+        " shown apart"
+    )
+    res = {}
+    rows = []
+    for name, (f, params, tracker, obs, L, records) in small_workloads(args, dev, dtype).items():
+        sync = _sync(dev)
+        results = {}
+
+        def engine(compile_, f=f, params=params, tracker=tracker, obs=obs, records=records, key=None):
+            tr = tracker()
+            sync()
+            t0 = CLOCK["now"]()
+            r = gd.run(f, params, T, tr, record_at=gd.log_spaced(T, records), observers=obs(tr), progress=False, compile=compile_)
+            sync()
+            cs = r.meta.get("compile_cpu_s" if CLOCK["now"] is time.process_time else "compile_s", 0.0)
+            results[key] = (r, tr)
+            return CLOCK["now"]() - t0 - cs, cs
+
+        def hand(f=f, params=params, tracker=tracker, L=L):
+            tr = tracker()
+            sync()
+            t0 = CLOCK["now"]()
+            ps, st = hand_loop(f, params, T, L, tr.kappa, tr.log_rho)
+            sync()
+            results["hand"] = (ps, st)
+            return CLOCK["now"]() - t0, 0.0
+
+        fns = {"eager": lambda: engine(False, key="eager"), "compiled": lambda: engine(True, key="compiled"), "hand": hand}
+        times: dict[str, list[float]] = {k: [] for k in fns}
+        compile_s: list[float] = []
+        for _ in range(R):
+            for k, fn in fns.items():
+                dt, cs = fn()
+                times[k].append(dt / T)
+                if k == "compiled":
+                    compile_s.append(cs)
+        best = {k: min(v) for k, v in times.items()}
+        (re, te), (rc, tc), (ph, sh) = results["eager"], results["compiled"], results["hand"]
+
+        def rel(a, b):
+            return float(((a - b).abs() / b.abs().clamp_min(1e-300)).max())
+
+        d_params = max(rel(a, b) for a, b in zip(rc.params, re.params))
+        d_loss = rel(rc.history["loss"], re.history["loss"])
+        d_sum = rel(tc.state["sum_eta"], te.state["sum_eta"])
+        same_counts = all(torch.equal(tc.state[k], te.state[k]) for k in ("violations", "ambiguous")) and torch.equal(
+            rc.diverged_at, re.diverged_at
+        )
+        d_hand = max(rel(a, b) for a, b in zip(ph, re.params))
+        d_hand_sum = rel(sh["sum_eta"], te.state["sum_eta"])
+        speed = best["eager"] / best["compiled"]
+        rows.append(
+            (
+                f"{name}: eager {best['eager'] * 1e6:.0f} us/step",
+                f"{speed:.1f}x",
+                f"compiled >= 5x; hand loop {best['eager'] / best['hand']:.2f}x",
+                speed >= 5.0,
+            )
+        )
+        print(
+            f"   {name}: per step eager {best['eager'] * 1e6:.0f} us, compiled {best['compiled'] * 1e6:.0f} us "
+            f"({speed:.2f}x), hand-written {best['hand'] * 1e6:.0f} us ({best['eager'] / best['hand']:.2f}x)\n"
+            f"   {name}: compiled vs eager: max rel. diff params {d_params:.1e}, loss history {d_loss:.1e}, sum eta "
+            f"{d_sum:.1e}; violations/ambiguous/divergence {'identical' if same_counts else 'DIFFER'}; compile "
+            f"{min(compile_s):.1f}-{max(compile_s):.1f} s per run | hand vs eager: params {d_hand:.1e}, sum eta "
+            f"{d_hand_sum:.1e}",
+            flush=True,
+        )
+        res[name] = {
+            "us_per_step": {k: v * 1e6 for k, v in best.items()},
+            "compiled_speedup": speed,
+            "hand_speedup": best["eager"] / best["hand"],
+            "compile_s": compile_s,
+            "compiled_vs_eager": {"params": d_params, "loss": d_loss, "sum_eta": d_sum, "counts_identical": same_counts},
+            "hand_vs_eager": {"params": d_hand, "sum_eta": d_hand_sum},
+        }
+    _table(rows, head=("workload", "compiled/eager", "target; the hand-written loop's speed-up over eager", ""))
+    out["small"] = res
+
+
 def hessian_width_auto(args, dev, dtype) -> int:
     """The largest hidden width ``h`` (``P = d·h + h² + h``) whose dense Hessian fits: three ``P × P`` matrices
     (the Hessian, its transpose while symmetrising, ``eigvalsh``'s workspace) in 70 % of free device memory,
@@ -476,7 +639,8 @@ def parse(argv=None):
     p.add_argument(
         "--sections",
         default=None,
-        help="comma-separated: engine, formulations, scaling, hessian, chapters (the quick test command "
+        help="comma-separated: engine, formulations, scaling, small (small networks, many steps), hessian, chapters "
+        "(the quick test command "
         "per chapter and the last book build's times; ~10 min more, not in the default). Default: "
         "engine,formulations,hessian on the CPU; engine,scaling,hessian on CUDA",
     )
@@ -520,6 +684,10 @@ def parse(argv=None):
         help="torch.compile modes of companion.fused to time in the scaling section (comma-separated; "
         "default on CUDA: default,max-autotune-no-cudagraphs; on the CPU: none)",
     )
+    p.add_argument("--small-depths", default="2,3,4", help="depths L of the small section's Chapter 4 workload")
+    p.add_argument("--small-descent-depths", default="3", help="depths L of the small section's Chapter 3 workload")
+    p.add_argument("--small-steps", type=int, default=3000, help="GD steps per timed run of the small section")
+    p.add_argument("--small-rounds", type=int, default=3, help="interleaved rounds of the small section")
     p.add_argument("--hessian-d", type=int, default=100)
     p.add_argument("--hessian-n", type=int, default=200)
     p.add_argument("--hessian-chunk", type=int, default=512, help="unit vectors per vmap chunk of the dense Hessian")
@@ -530,6 +698,7 @@ def parse(argv=None):
         args.hessian_width = "30" if args.hessian_width in (None, "auto") else str(min(int(args.hessian_width), 30))
         args.scaling_E = ",".join(e for e in args.scaling_E.split(",") if int(e) <= 4096) or "512"
         args.scaling_steps = min(args.scaling_steps, 20)
+        args.small_steps, args.small_rounds = min(args.small_steps, 300), min(args.small_rounds, 1)
     return args
 
 
@@ -539,7 +708,7 @@ def main(argv=None) -> dict:
         torch.set_num_threads(args.threads)
     dev, dtype = cdevice.resolve(args.device, args.dtype)
     if args.sections is None:
-        args.sections = "engine,scaling,hessian" if dev.type == "cuda" else "engine,formulations,hessian"
+        args.sections = "engine,scaling,small,hessian" if dev.type == "cuda" else "engine,formulations,small,hessian"
     if args.hessian_width is None:
         args.hessian_width = "auto" if dev.type == "cuda" else "100"
     if args.clock == "cpu":
@@ -562,6 +731,7 @@ def main(argv=None) -> dict:
             "scaling": section_scaling,
             "hessian": section_hessian,
             "chapters": section_chapters,
+            "small": section_small,
         }[sec](args, dev, dtype, out)
     load1 = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
     print(

@@ -336,8 +336,11 @@ class Tracker:
     Notes
     -----
     Calling the tracker, ``tracker(params, loss (E,), grads, t)``, returns the step ``(E,)``; ``t = 0`` starts the
-    running quantities afresh.
+    running quantities afresh. It depends on ``t`` only through ``t == 0`` and makes no host conversion, so
+    ``gd.run(..., compile=True)`` may compile it into the step (``compilable``).
     """
+
+    compilable = True  # gd.run(compile=True): t matters only as t == 0, no host conversion
 
     def __init__(self, L: int, d_max: int, kappa: float | Tensor = 1.0, c_J: float = deepnet.C_J, tol: float = 1e-13):
         self.L, self.d_max, self.c_J = _check_L(L), _check_dmax(d_max), _check_cJ(c_J)

@@ -11,6 +11,11 @@ On CUDA the step (loss-and-gradient, divergence bookkeeping, step-size rule, upd
 in a CUDA graph and replayed, which removes the per-kernel launch cost that dominates small ensembles;
 history is recorded outside the graph. See the ``capture`` argument of :func:`run`.
 
+For small networks trained for many steps (a step is a few dozen tiny kernels, and the cost is per-operation
+overhead, not FLOPs) the step can instead be compiled once per run with ``torch.compile`` (inductor; C++ on the
+CPU) and called between records: see the ``compile`` argument of :func:`run` (``COMPANION_COMPILE=1`` turns it on
+for every long run). Without a working compiler it falls back to the eager loop with a warning.
+
 The engine is model-agnostic: it takes ``loss_and_grad(params) -> (loss (E,), grads)`` where ``grads``
 matches ``params`` (e.g. :func:`companion.deepnet.loss_and_gradient`).
 """
@@ -18,6 +23,8 @@ matches ``params`` (e.g. :func:`companion.deepnet.loss_and_gradient`).
 from __future__ import annotations
 
 import os
+import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -98,6 +105,7 @@ def constant(eta: float | Tensor) -> StepRule:
 
     rule.description = f"constant({eta if not isinstance(eta, Tensor) else 'per-member'})"  # type: ignore[attr-defined]
     rule.capturable = True  # type: ignore[attr-defined]  # independent of t, no host sync: CUDA-graph safe
+    rule.compilable = True  # type: ignore[attr-defined]  # and torch.compile safe
     # the rule of a subset of the members (gd.run's stop rule shrinks the batch)
     rule.restrict = (lambda members: rule) if value is not None else (lambda members: constant(eta[members.to(eta.device)]))  # type: ignore[attr-defined]
     return rule
@@ -254,6 +262,10 @@ def _capture_wanted(capture: bool | None, dev: torch.device, rule: StepRule) -> 
     return True
 
 
+COMPILE_MIN_STEPS = 20_000  # compile=None with COMPANION_COMPILE=1: shorter runs stay eager (compiling costs more than
+# it saves: tens of seconds on two cores against about half a millisecond per step)
+
+
 def run(
     loss_and_grad: LossAndGrad,
     params: Sequence[Tensor],
@@ -268,6 +280,7 @@ def run(
     progress: bool | None = None,
     desc: str = "GD",
     capture: bool | None = None,
+    compile: bool | None = None,  # noqa: A002  (the name users know from torch.compile)
 ) -> GDResult:
     """Full-batch gradient descent ``θ_{t+1} = θ_t − η_t ∇𝓛(θ_t)`` on an ensemble, for ``steps`` steps.
 
@@ -313,6 +326,21 @@ def run(
         no host conversion after its first call; if the capture fails, ``None`` continues with the eager loop from
         the same state (``meta['capture_error']`` says why) and ``True`` raises ``RuntimeError``. The graph replays
         the eager loop's kernels: the results equal the eager loop's. ``meta['captured']`` says which path ran.
+    compile
+        ``True``: compile one step (the update, then loss-and-gradient, divergence bookkeeping and the rule at the
+        new point) with ``torch.compile`` once per run and batch shape, and call it between records; recording,
+        observers, snapshots, the stop rule and the last step run eagerly, as in the eager loop. The rule must be
+        marked ``capturable`` (it ignores ``t``) or ``compilable`` (it depends on ``t`` only through ``t == 0``,
+        which starts it afresh: the compiled step calls it with ``t = 1``; :class:`companion.descent.Tracker` and
+        :func:`constant` are marked), else ``ValueError``. Inductor fuses the elementwise work, so the iterates
+        equal the eager loop's up to float64 rounding (not bit for bit). When compiling fails (no C++ compiler,
+        an unsupported operation), the run continues with the eager loop from the same state and warns
+        (``meta['compile_error']`` says why). ``meta['compiled']`` says which path ran, ``meta['compile_s']`` and
+        ``meta['compile_cpu_s']`` the wall and CPU seconds its first calls took (compiling, mostly). Ignored (eager loop) on
+        CUDA when the step is captured. Pays for runs of thousands of steps on small networks: compiling costs
+        seconds to a minute, per step it saves most of the per-operation overhead. ``None`` (default): compile when
+        the environment variable ``COMPANION_COMPILE=1`` is set, the rule is marked, the run has at least
+        ``COMPILE_MIN_STEPS`` steps and the step is not captured; else the eager loop. ``False``: never.
 
     Returns
     -------
@@ -383,9 +411,21 @@ def run(
     slot = {int(t): i for i, t in enumerate(rec.tolist())}
     observers = dict(observers or {})
     captured = _capture_wanted(capture, dev, rule)
+    if compile is None:
+        compile = (
+            os.environ.get("COMPANION_COMPILE", "0") == "1"
+            and steps >= COMPILE_MIN_STEPS
+            and bool(getattr(rule, "capturable", False) or getattr(rule, "compilable", False))
+        )
+    compiled = bool(compile) and not captured
+    if compiled and not (getattr(rule, "capturable", False) or getattr(rule, "compilable", False)):
+        raise ValueError(
+            "compile=True calls the step-size rule with t = 1 inside the compiled step: mark a rule that depends "
+            "on t only through t == 0 with rule.compilable = True (gd.constant and descent.Tracker are marked)"
+        )
     run_ = _Run(loss_and_grad, params, rule, observers, rec, slot, dev)
     bar = tqdm(total=steps, desc=desc, disable=not _progress_enabled(progress, steps * E), leave=False)
-    meta = {"steps": steps, "rule": getattr(rule, "description", repr(rule)), "captured": captured}
+    meta = {"steps": steps, "rule": getattr(rule, "description", repr(rule)), "captured": captured, "compiled": compiled}
     checks = range(check_every, steps, check_every) if stop is not None else range(0)
     boundaries = sorted({steps, *snaps_t, *checks} - {0})
     snapshots: dict[int, Params] = {}
@@ -402,7 +442,19 @@ def run(
                             raise RuntimeError(f"gd.run could not capture the step in a CUDA graph: {exc.__cause__!r}") from exc
                         meta["captured"] = False  # automatic: continue eagerly from the same state
                         meta["capture_error"] = repr(exc.__cause__)
-                if not meta["captured"]:
+                if meta["compiled"]:
+                    try:
+                        state = run_.compiled_segment(t, t1, state, steps, bar)
+                    except _CompileFailed as exc:
+                        meta["compiled"] = False  # continue eagerly from the same state
+                        meta["compile_error"] = repr(exc.__cause__)
+                        warnings.warn(
+                            f"gd.run: torch.compile failed ({exc.__cause__!r:.300}); continuing with the eager loop",
+                            RuntimeWarning,
+                            stacklevel=2,
+                        )
+                        state = run_.eager_segment(exc.t, t1, exc.state, steps, bar)
+                elif not meta["captured"]:
                     state = run_.eager_segment(t, t1, state, steps, bar)
                 t = t1
             if t in slot:
@@ -417,7 +469,10 @@ def run(
                             snapshots[later] = run_.full_params()
                     break
     bar.close()
+    run_.release()
     run_.finish()
+    if compiled:
+        meta["compile_s"], meta["compile_cpu_s"] = run_.compile_s, run_.compile_cpu_s
     return GDResult(
         params=run_.full_params(),
         iterations=rec.to(dev),
@@ -448,10 +503,13 @@ class _Run:
         self.stopped_at = torch.full((E,), -1, dtype=torch.long, device=dev)
         self.views = [(E,) + (1,) * (p.ndim - 1) for p in params]
         self.graph = None  # (replay, buffers) of the current batch
+        self.step_fn = None  # the compiled step of the current batch (compile=True)
+        self.compile_s = self.compile_cpu_s = 0.0  # wall and CPU seconds of the compiled steps' first calls
 
     # ------------------------------------------------------------------------------------ one step
-    def evaluate(self, t: int | Tensor, last: bool) -> tuple[Tensor, Sequence[Tensor], Tensor]:
-        """Loss and gradient at the current point, members with a non-finite loss or gradient flagged at ``t``."""
+    def evaluate(self, t: int | Tensor, last: bool, rule_t: int | None = None) -> tuple[Tensor, Sequence[Tensor], Tensor]:
+        """Loss and gradient at the current point, members with a non-finite loss or gradient flagged at ``t``;
+        the rule is called with ``rule_t`` if given (the compiled step), else with ``t`` (0 inside a graph)."""
         loss, grads = self.closure(self.params)
         E = self.members.numel()
         if loss.shape != (E,):
@@ -463,7 +521,9 @@ class _Run:
             finite &= _finite_all(grads)
         self.flag(self.alive.gt(finite), t)  # alive & ~finite in one kernel
         self.alive.logical_and_(finite)
-        eta = torch.full_like(loss, float("nan")) if last else self.rule(self.params, loss, grads, t if isinstance(t, int) else 0)
+        if rule_t is None:
+            rule_t = t if isinstance(t, int) else 0
+        eta = torch.full_like(loss, float("nan")) if last else self.rule(self.params, loss, grads, rule_t)
         return loss, grads, eta
 
     def flag(self, mask: Tensor, t: int | Tensor) -> None:
@@ -542,6 +602,60 @@ class _Run:
             raise _CaptureFailed(state) from exc
         return replay, (buf_loss, buf_grads, buf_eta, t_dev)
 
+    def compiled_segment(self, t0: int, t1: int, state, steps: int, bar):
+        """Steps ``t0 … t1 − 1`` by calls of the compiled step (the last step of the run eagerly); records between
+        calls. Raises :class:`_CompileFailed` when the first call of a new compiled step fails (the state it started
+        from restored)."""
+        loss, grads, eta = state
+        last = t1 - 1 if t1 == steps else t1  # the run's last step evaluates no rule: eager
+        t_dev = torch.tensor(t0, dtype=torch.long, device=self.dev)
+        for t in range(t0, last):
+            if self.step_fn is None:
+                saved = [p.clone() for p in self.params], self.alive.clone(), self.batch_diverged_at.clone()
+                try:
+                    start, start_cpu = time.perf_counter(), time.process_time()
+                    self.step_fn = _COMPILE(self._step_body)
+                    loss, grads, eta = self.step_fn(self.params, self.alive, self.batch_diverged_at, grads, eta, t_dev)
+                    self.compile_s += time.perf_counter() - start
+                    self.compile_cpu_s += time.process_time() - start_cpu
+                except Exception as exc:  # nothing is applied by a failed compilation: restore to be sure
+                    for p, q in zip(self.params, saved[0]):
+                        p.copy_(q)
+                    self.alive.copy_(saved[1])
+                    self.batch_diverged_at.copy_(saved[2])
+                    self.release()
+                    raise _CompileFailed((loss, grads, eta), t) from exc
+            else:
+                loss, grads, eta = self.step_fn(self.params, self.alive, self.batch_diverged_at, grads, eta, t_dev)
+            bar.update(1)
+            if t + 1 < t1 and t + 1 in self.slot:
+                self.record(self.slot[t + 1], loss, grads, eta)
+        if last < t1:
+            return self.eager_segment(last, t1, (loss, grads, eta), steps, bar)
+        return loss, grads, eta
+
+    def _step_body(self, params, alive, diverged_at, grads, eta, t):
+        """One step, out of place except for ``params``, ``alive``, ``diverged_at`` and ``t`` (updated in place): the
+        eager loop's :meth:`update` and :meth:`evaluate` (with every tensor's finiteness tested, as in a graph)."""
+        news = [torch.addcmul(p, eta.view(shape), g, value=-1) for p, g, shape in zip(params, grads, self.views)]
+        ok = torch.isfinite(eta) & _finite_all(news)
+        diverged_at.copy_(torch.where(alive & ~ok, t, diverged_at))
+        alive.logical_and_(ok)
+        for p, new, shape in zip(params, news, self.views):
+            p.copy_(torch.where(alive.view(shape), new, p))
+        t.add_(1)
+        loss, grads = self.closure(params)
+        finite = torch.isfinite(loss) & _finite_all(grads)
+        diverged_at.copy_(torch.where(alive & ~finite, t, diverged_at))
+        alive.logical_and_(finite)
+        return loss, grads, self.rule(params, loss, grads, 1)
+
+    def release(self) -> None:
+        """Drop the compiled step (and the compiler's cache entries for it, which hold this run's closures)."""
+        if self.step_fn is not None:
+            self.step_fn = None
+            _RELEASE(_Run._step_body.__code__)
+
     # ------------------------------------------------------------------------------------ bookkeeping
     def record(self, i: int, loss: Tensor, grads: Sequence[Tensor], eta: Tensor, members: Tensor | None = None) -> None:
         """Write the values of the batch's members at record slot ``i`` (``members``: only these rows)."""
@@ -598,6 +712,7 @@ class _Run:
         if callable(getattr(self.rule, "restrict", None)):  # a rule with per-member state (a step per member)
             self.rule = self.rule.restrict(kept)
         self.graph = None  # a smaller batch is captured anew
+        self.release()  # and compiled anew
         return loss[keep], [g[keep] for g in grads], eta[keep]
 
 
@@ -608,6 +723,32 @@ class _CaptureFailed(Exception):
     def __init__(self, state):
         super().__init__("capture failed")
         self.state = state
+
+
+class _CompileFailed(Exception):
+    """Compiling the step failed; ``state`` and ``t``: the evaluation and iteration from which the eager loop
+    continues."""
+
+    def __init__(self, state, t: int):
+        super().__init__("compile failed")
+        self.state, self.t = state, t
+
+
+def _torch_compile(fn: Callable) -> Callable:
+    """``fn`` compiled by ``torch.compile`` (inductor, shapes fixed: one compilation per batch shape)."""
+    return torch.compile(fn, dynamic=False)
+
+
+def _release_code(code) -> None:
+    """Forget the compiled entries of ``code`` (each run compiles its own step; dynamo would otherwise keep them,
+    and stop compiling after its recompile limit)."""
+    reset = getattr(getattr(torch, "_dynamo", None), "reset_code", None)
+    if reset is not None:
+        reset(code)
+
+
+_COMPILE = _torch_compile  # tests substitute an eager stand-in (``lambda fn: fn``) or a failing one
+_RELEASE = _release_code
 
 
 def _warm_up(fn, dev: torch.device):

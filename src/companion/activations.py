@@ -24,7 +24,16 @@ from torch import Tensor
 
 from companion import certify
 
-__all__ = ["Activation", "Enclosure", "REGISTRY", "SMOOTH", "certify_constants", "get", "measure_constants"]
+__all__ = [
+    "Activation",
+    "Enclosure",
+    "REGISTRY",
+    "SMOOTH",
+    "ball_functions",
+    "certify_constants",
+    "get",
+    "measure_constants",
+]
 
 
 @dataclass(frozen=True)
@@ -289,3 +298,46 @@ def certify_constants(act: str | Activation, radius: float = 40.0, tol: float = 
             radius=radius,
         )
     return out
+
+
+def _arb_softplus(w):
+    return (1 + w.exp()).log()
+
+
+_ARB_FUNCTIONS = {
+    "linear": lambda w: w,
+    "tanh": lambda w: w.tanh(),
+    "sigmoid": _logistic,
+    "softplus": _arb_softplus,
+}
+
+
+def ball_functions(act: str | Activation) -> tuple[Callable, Callable]:
+    """``(σ, σ')`` of a smooth activation in ball arithmetic: each maps a python-flint ``arb`` to an ``arb`` that
+    contains the exact value (paper A's network evaluated rigorously, :ref:`ch-descent`).
+
+    Parameters
+    ----------
+    act
+        A smooth activation of :data:`REGISTRY`.
+
+    Returns
+    -------
+    tuple
+        ``(sigma, sigma_prime)``, callables on ``arb``.
+
+    Raises
+    ------
+    ValueError
+        For a non-smooth activation (ReLU).
+
+    Examples
+    --------
+    >>> from flint import arb
+    >>> sigma, sigma_prime = ball_functions("tanh")
+    >>> bool(sigma_prime(arb(0)).contains(1))
+    True
+    """
+    a = get(act).require_smooth()
+    derivatives = _ARB[a.name][1]
+    return _ARB_FUNCTIONS[a.name], lambda w: derivatives(w)[0]

@@ -72,3 +72,19 @@ def test_certify_constants_rejects_relu_and_bad_radius():
         activations.certify_constants("relu")
     with pytest.raises(ValueError, match="radius"):
         activations.certify_constants("tanh", radius=0)
+
+
+@pytest.mark.parametrize("act", SMOOTH)
+def test_ball_functions_contain_the_float64_values(act):
+    from flint import arb, ctx
+
+    a = activations.get(act)
+    sigma, sigma_prime = activations.ball_functions(act)
+    saved, ctx.prec = ctx.prec, 128
+    try:
+        for w in (-30.0, -2.5, 0.0, 0.7, 12.0):
+            x = torch.tensor([w], dtype=torch.float64)
+            assert float(sigma(arb(w)).mid()) == pytest.approx(a.fn(x).item(), rel=1e-13, abs=1e-300)
+            assert float(sigma_prime(arb(w)).mid()) == pytest.approx(a.d1(x).item(), rel=1e-12, abs=1e-15)
+    finally:
+        ctx.prec = saved

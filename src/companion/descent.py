@@ -302,6 +302,7 @@ class Tracker:
     Paper A, Lemma 4.7 and Theorem 4.8 (:ref:`ch-descent`, :ref:`ch-rate`). The running quantities, each ``(E,)``:
 
     * ``min_g2`` — ``min_{s ≤ t} ‖∇𝓛(W_s)‖²``; ``sum_eta`` — ``Σ_{s ≤ t} η_s``; ``sum_eta_g2`` — ``Σ_{s ≤ t} η_s ‖∇𝓛(W_s)‖²``;
+    * ``sum_eta_root_g`` — ``Σ_{s ≤ t} η_s^{1/N} ‖∇𝓛(W_s)‖`` with ``N = 2L − 2``, the sum of eq. (21);
     * ``worst_excess`` — ``max_s [𝓛(W_{s+1}) − 𝓛(W_s) + (η_s/2L)‖∇𝓛(W_s)‖²]``, the largest violation of Lemma 4.7's
       one-step descent (``≤ 0`` where it holds), and ``violations`` — how many steps exceed the float64 rounding
       band ``tol·𝓛(W_s)``; ``ambiguous`` — steps whose two sides differ by less than that band.
@@ -358,6 +359,7 @@ class Tracker:
                 "min_g2": inf,
                 "sum_eta": torch.zeros_like(loss),
                 "sum_eta_g2": torch.zeros_like(loss),
+                "sum_eta_root_g": torch.zeros_like(loss),
                 "worst_excess": torch.full_like(loss, -float("inf")),
                 "violations": torch.zeros_like(loss),
                 "ambiguous": torch.zeros_like(loss),
@@ -368,6 +370,7 @@ class Tracker:
         s["min_g2"] = torch.minimum(s["min_g2"], g2)
         s["sum_eta"] = s["sum_eta"] + eta_t
         s["sum_eta_g2"] = s["sum_eta_g2"] + eta_t * g2
+        s["sum_eta_root_g"] = s["sum_eta_root_g"] + eta_t ** (1.0 / (2 * self.L - 2)) * torch.sqrt(g2)
         s["prev_loss"], s["prev_eta"], s["prev_g2"] = loss, eta_t, g2
         return eta_t
 
@@ -399,7 +402,7 @@ class Tracker:
         -------
         dict
             ``name -> f(params, loss, grads) -> (E,)`` for ``grad_norm_sq``, ``param_norm``, ``min_g2``, ``sum_eta``,
-            ``sum_eta_g2``, ``worst_excess``, ``violations`` and ``ambiguous``.
+            ``sum_eta_g2``, ``sum_eta_root_g``, ``worst_excess``, ``violations`` and ``ambiguous``.
         """
 
         def running(key):
@@ -411,7 +414,18 @@ class Tracker:
 
         return {
             **observers(),
-            **{k: running(k) for k in ("min_g2", "sum_eta", "sum_eta_g2", "worst_excess", "violations", "ambiguous")},
+            **{
+                k: running(k)
+                for k in (
+                    "min_g2",
+                    "sum_eta",
+                    "sum_eta_g2",
+                    "sum_eta_root_g",
+                    "worst_excess",
+                    "violations",
+                    "ambiguous",
+                )
+            },
         }
 
     @property

@@ -139,6 +139,8 @@ def test_lemma_4_7_descent_every_step_and_tracker_bookkeeping(gen):
         torch.testing.assert_close(tr.state["min_g2"], h["grad_norm_sq"][:-1].min(0).values, rtol=1e-13, atol=0)
         assert (tr.state["sum_eta_g2"] <= 2 * L * h["loss"][0]).all()
         assert int(tr.state["violations"].sum()) == 0
+        root_sum = (h["eta"][:-1] ** (1 / (2 * L - 2)) * h["grad_norm_sq"][:-1].sqrt()).sum(0)
+        torch.testing.assert_close(tr.state["sum_eta_root_g"], root_sum, rtol=1e-12, atol=0)
 
 
 # --------------------------------------------------------------------------------------- ValueErrors

@@ -9,6 +9,8 @@ Assumption 3.1 of paper A asks for constants ``c0, c1, c2, c3`` with
 and Assumption 3.3 asks all of them to be ``≤ 1``. The registry stores the tightest values
 (``c2 = sup|σ'|``, ``c3 = sup|σ''|``); :ref:`ch-setup` measures them on a grid and compares.
 ReLU is registered for paper B but flagged non-smooth: its ``c3`` does not exist and asking raises.
+:func:`certify_constants` encloses the same suprema over the whole real line with interval arithmetic
+(:mod:`companion.certify` on ``[−R, R]``, an analytic bound on the tails ``|w| ≥ R``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,18 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["Activation", "REGISTRY", "SMOOTH", "get", "measure_constants"]
+from companion import certify
+
+__all__ = [
+    "Activation",
+    "Enclosure",
+    "REGISTRY",
+    "SMOOTH",
+    "ball_functions",
+    "certify_constants",
+    "get",
+    "measure_constants",
+]
 
 
 @dataclass(frozen=True)
@@ -255,3 +268,191 @@ def measure_constants(act: str | Activation, lo: float = -50.0, hi: float = 50.0
     nz = w.abs() > 1e-12
     c1 = torch.clamp((s.abs() - a.c0)[nz] / w.abs()[nz], min=0).max().item()
     return {"c0": a.c0, "c1": c1, "c2": ds.abs().max().item(), "c3": dds.abs().max().item()}
+
+
+@dataclass(frozen=True)
+class Enclosure:
+    """A supremum over the whole real line, proved to lie in ``[low, high]``.
+
+    ``low``: a value of the function at a point ``at`` (so ``sup ≥ low``); ``high``: the larger of the certified
+    upper end on ``[−radius, radius]`` and the analytic bound ``tail`` on ``|w| ≥ radius``; ``boxes``: the boxes
+    the branch and bound evaluated.
+    """
+
+    low: float
+    high: float
+    tail: float
+    boxes: int
+    at: float
+    radius: float
+
+    def __str__(self) -> str:
+        return f"[{self.low:.12f}, {self.high:.12f}]"
+
+
+def _logistic(w):
+    return 1 / (1 + (-w).exp())
+
+
+def _arb_tanh_derivatives(w):
+    t = w.tanh()
+    return 1 - t * t, -2 * t * (1 - t * t), -2 * (1 - t * t) * (1 - 3 * t * t)
+
+
+def _arb_logistic_derivatives(w):
+    s = _logistic(w)
+    d1 = s * (1 - s)
+    return d1, d1 * (1 - 2 * s), d1 * (1 - 6 * s + 6 * s * s)
+
+
+def _arb_softplus_derivatives(w):
+    d1, d2, d3 = _arb_logistic_derivatives(w)
+    return _logistic(w), d1, d2
+
+
+def _arb_linear_derivatives(w):
+    return w * 0 + 1, w * 0, w * 0
+
+
+# For each smooth activation, in ball arithmetic: the growth function |σ(w)| − c1|w| with the registry's c1 (its
+# sup is the smallest c0 for that c1); (σ', σ'', σ''') (σ''' serves the mean-value form only); and the analytic
+# bounds of |σ| − c1|w|, |σ'|, |σ''| on the tails |w| ≥ R, as functions of R:
+#   linear:    |w| − |w| = 0; σ' = 1; σ'' = 0 everywhere;
+#   tanh:      |tanh| < 1; sech² w ≤ 4e^{−2|w|}; |tanh''| = 2|tanh| sech² ≤ 8e^{−2|w|};
+#   sigmoid:   0 < s < 1; s(1 − s) ≤ e^{−|w|}; |s''| = s(1 − s)|1 − 2s| ≤ e^{−|w|};
+#   softplus:  log(1 + e^w) − |w| = log(1 + e^{−|w|}) ≤ e^{−|w|}; σ' = s < 1; σ'' = s(1 − s) ≤ e^{−|w|}.
+_ARB = {
+    "linear": (lambda w: w * 0, _arb_linear_derivatives, lambda R: (R * 0, R * 0 + 1, R * 0)),
+    "tanh": (
+        lambda w: abs(w.tanh()),
+        _arb_tanh_derivatives,
+        lambda R: (R * 0 + 1, 4 * (-2 * R).exp(), 8 * (-2 * R).exp()),
+    ),
+    "sigmoid": (_logistic, _arb_logistic_derivatives, lambda R: (R * 0 + 1, (-R).exp(), (-R).exp())),
+    "softplus": (
+        lambda w: (1 + w.exp()).log() - abs(w),
+        _arb_softplus_derivatives,
+        lambda R: ((-R).exp(), R * 0 + 1, (-R).exp()),
+    ),
+}
+
+
+def _mean_value(g: Callable, dg: Callable) -> Callable:
+    """``g`` on a ball: its natural form intersected with its mean-value form ``g(m) + g'(w)(w − m)``."""
+
+    def form(w):
+        if w.rad() == 0:
+            return g(w)
+        m = type(w)(w.mid())
+        return g(w).intersection(g(m) + dg(w) * (w - m))
+
+    return form
+
+
+def certify_constants(act: str | Activation, radius: float = 40.0, tol: float = 1e-12) -> dict[str, Enclosure]:
+    """Enclose Assumption 3.1's tightest constants of ``act`` over the whole real line (:ref:`ch-setup`).
+
+    ``c0 = sup_w (|σ(w)| − c1 |w|)`` for the registry's ``c1`` (condition (1) holds with these two constants),
+    ``c2 = sup_w |σ'(w)|`` and ``c3 = sup_w |σ''(w)|``, each proved by interval branch and bound
+    (:func:`companion.certify.maximum`, python-flint balls) on ``[−radius, radius]`` and by an analytic bound on
+    the tails ``|w| ≥ radius`` (the exponential decay of σ' and σ'' of tanh, sigmoid and softplus; written next
+    to the code). σ' and σ'' are evaluated in their mean-value form (with the third derivative written by hand;
+    a unit test checks it against autograd), so that a box near the supremum is decided without splitting it
+    down to rounding size.
+
+    Parameters
+    ----------
+    act
+        A smooth activation of :data:`REGISTRY` (ReLU raises: it has no ``c3``).
+    radius
+        ``R``: the branch and bound covers ``[−R, R]``.
+    tol
+        The certified precision of each supremum on ``[−R, R]`` (absolute, or relative where larger than 1).
+
+    Returns
+    -------
+    dict[str, Enclosure]
+        ``{"c0", "c2", "c3"}``, each with ``low ≤ sup ≤ high`` over all of ℝ.
+
+    Raises
+    ------
+    ValueError
+        For a non-smooth activation, or ``radius ≤ 0``.
+    RuntimeError
+        When a branch and bound does not reach ``tol`` within its box budget.
+
+    Examples
+    --------
+    >>> enc = certify_constants("tanh")["c3"]
+    >>> bool(enc.low <= 4 / (3 * 3**0.5) <= enc.high), enc.high - enc.low < 1e-9
+    (True, True)
+    """
+    a = get(act).require_smooth()
+    if not radius > 0:
+        raise ValueError(f"radius must be positive, got {radius!r}")
+    growth, derivatives, tails = _ARB[a.name]
+    tail_bounds = [float(t.upper()) for t in tails(certify.arb(radius))]
+    parts = {"c0": [growth]}
+    for key, k in (("c2", 0), ("c3", 1)):  # sup|g| = max(sup g, sup −g), g = σ' or σ''
+        parts[key] = [
+            _mean_value(lambda w, k=k, s=sign: s * derivatives(w)[k], lambda w, k=k, s=sign: s * derivatives(w)[k + 1])
+            for sign in (1, -1)
+        ]
+    out = {}
+    for (key, functions), tail in zip(parts.items(), tail_bounds, strict=True):
+        certs = [certify.maximum(f, [(-radius, radius)], tol=tol) for f in functions]
+        if not all(c.holds for c in certs):
+            raise RuntimeError(f"{a.name} {key}: the branch and bound did not reach {tol:g}: {certs}")
+        best = max(certs, key=lambda c: c.attained)
+        out[key] = Enclosure(
+            low=best.attained,
+            high=max(max(c.value for c in certs), tail),
+            tail=tail,
+            boxes=sum(c.boxes for c in certs),
+            at=best.at[0],
+            radius=radius,
+        )
+    return out
+
+
+def _arb_softplus(w):
+    return (1 + w.exp()).log()
+
+
+_ARB_FUNCTIONS = {
+    "linear": lambda w: w,
+    "tanh": lambda w: w.tanh(),
+    "sigmoid": _logistic,
+    "softplus": _arb_softplus,
+}
+
+
+def ball_functions(act: str | Activation) -> tuple[Callable, Callable]:
+    """``(σ, σ')`` of a smooth activation in ball arithmetic: each maps a python-flint ``arb`` to an ``arb`` that
+    contains the exact value (paper A's network evaluated rigorously, :ref:`ch-descent`).
+
+    Parameters
+    ----------
+    act
+        A smooth activation of :data:`REGISTRY`.
+
+    Returns
+    -------
+    tuple
+        ``(sigma, sigma_prime)``, callables on ``arb``.
+
+    Raises
+    ------
+    ValueError
+        For a non-smooth activation (ReLU).
+
+    Examples
+    --------
+    >>> from flint import arb
+    >>> sigma, sigma_prime = ball_functions("tanh")
+    >>> bool(sigma_prime(arb(0)).contains(1))
+    True
+    """
+    a = get(act).require_smooth()
+    derivatives = _ARB[a.name][1]
+    return _ARB_FUNCTIONS[a.name], lambda w: derivatives(w)[0]

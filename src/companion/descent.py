@@ -7,6 +7,8 @@ step rule).
   :data:`companion.gd.StepRule` (optionally rescaled by ``κ`` per member), :func:`adaptive_step`, or :class:`Tracker`,
   which also keeps what Theorem 4.8's proof tracks (:func:`observers` records it through the engine).
 * :func:`make_loss_and_grad`, the engine's closure for paper A's network on the lemmas' domain.
+* :func:`exact_excess`, Lemma 4.7's one-step excess at a float64 point recomputed in ball arithmetic, for the
+  steps whose excess float64 cannot resolve.
 
 Norms and losses are tensors with a leading ensemble axis ``(E,)``; polynomials are evaluated in log space by
 :mod:`companion.polysum`. Used by :ref:`ch-descent` (Lemmas 4.6–4.7) and :ref:`ch-rate` (Theorem 4.8 runs with the
@@ -21,7 +23,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from . import deepnet, gd, validation
+from . import activations, deepnet, gd, validation
 from ._paper_a import check_cJ as _check_cJ
 from ._paper_a import check_devices as _check_devices
 from ._paper_a import check_dmax as _check_dmax
@@ -44,6 +46,8 @@ __all__ = [
     "make_loss_and_grad",
     "observers",
     "Tracker",
+    "exact_excess",
+    "one_step_excess",
 ]
 
 
@@ -313,6 +317,7 @@ class Tracker:
     Paper A, Lemma 4.7 and Theorem 4.8 (:ref:`ch-descent`, :ref:`ch-rate`). The running quantities, each ``(E,)``:
 
     * ``min_g2`` — ``min_{s ≤ t} ‖∇𝓛(W_s)‖²``; ``sum_eta`` — ``Σ_{s ≤ t} η_s``; ``sum_eta_g2`` — ``Σ_{s ≤ t} η_s ‖∇𝓛(W_s)‖²``;
+    * ``sum_eta_root_g`` — ``Σ_{s ≤ t} η_s^{1/N} ‖∇𝓛(W_s)‖`` with ``N = 2L − 2``, the sum of eq. (21);
     * ``worst_excess`` — ``max_s [𝓛(W_{s+1}) − 𝓛(W_s) + (η_s/2L)‖∇𝓛(W_s)‖²]``, the largest violation of Lemma 4.7's
       one-step descent (``≤ 0`` where it holds), and ``violations`` — how many steps exceed the float64 rounding
       band ``tol·𝓛(W_s)``; ``ambiguous`` — steps whose two sides differ by less than that band.
@@ -372,6 +377,7 @@ class Tracker:
                 "min_g2": inf,
                 "sum_eta": torch.zeros_like(loss),
                 "sum_eta_g2": torch.zeros_like(loss),
+                "sum_eta_root_g": torch.zeros_like(loss),
                 "worst_excess": torch.full_like(loss, -float("inf")),
                 "violations": torch.zeros_like(loss),
                 "ambiguous": torch.zeros_like(loss),
@@ -382,6 +388,7 @@ class Tracker:
         s["min_g2"] = torch.minimum(s["min_g2"], g2)
         s["sum_eta"] = s["sum_eta"] + eta_t
         s["sum_eta_g2"] = s["sum_eta_g2"] + eta_t * g2
+        s["sum_eta_root_g"] = s["sum_eta_root_g"] + eta_t ** (1.0 / (2 * self.L - 2)) * torch.sqrt(g2)
         s["prev_loss"], s["prev_eta"], s["prev_g2"] = loss, eta_t, g2
         return eta_t
 
@@ -413,7 +420,7 @@ class Tracker:
         -------
         dict
             ``name -> f(params, loss, grads) -> (E,)`` for ``grad_norm_sq``, ``param_norm``, ``min_g2``, ``sum_eta``,
-            ``sum_eta_g2``, ``worst_excess``, ``violations`` and ``ambiguous``.
+            ``sum_eta_g2``, ``sum_eta_root_g``, ``worst_excess``, ``violations`` and ``ambiguous``.
         """
 
         def running(key):
@@ -425,7 +432,18 @@ class Tracker:
 
         return {
             **observers(),
-            **{k: running(k) for k in ("min_g2", "sum_eta", "sum_eta_g2", "worst_excess", "violations", "ambiguous")},
+            **{
+                k: running(k)
+                for k in (
+                    "min_g2",
+                    "sum_eta",
+                    "sum_eta_g2",
+                    "sum_eta_root_g",
+                    "worst_excess",
+                    "violations",
+                    "ambiguous",
+                )
+            },
         }
 
     @property
@@ -434,3 +452,178 @@ class Tracker:
         if self._state is None:
             raise ValueError("the tracker has not been run yet")
         return self._state
+
+
+# ------------------------------------------------------------- Lemma 4.7 decided in ball arithmetic
+def _arb_matrix(rows: int, cols: int, values) -> object:
+    from flint import arb, arb_mat
+
+    return arb_mat(rows, cols, [arb(float(v)) for v in values])
+
+
+def _arb_map(f, M):
+    from flint import arb_mat
+
+    return arb_mat(M.nrows(), M.ncols(), [f(v) for v in M.entries()])
+
+
+def _arb_loss_and_gradient(weights, H0, targets, sigma, sigma_prime, gradient: bool = True):
+    """Paper A's loss (and its gradient by Lemma 4.2's recursion) for one member, in ``arb_mat`` balls."""
+    from flint import arb_mat
+
+    n = H0.ncols()
+    hs, zs = [H0], []
+    for W in weights:
+        zs.append(W * hs[-1])
+        hs.append(_arb_map(sigma, zs[-1]))
+    residual = [f - t for f, t in zip(hs[-1].entries(), targets)]
+    loss = sum((r * r for r in residual), 0 * residual[0]) / n
+    if not gradient:
+        return loss, None
+    # δ_L = σ'(z_L) J'(F) with J' = 2 (F − y); δ_ℓ = σ'(z_ℓ) ⊙ (w_{ℓ+1}ᵀ δ_{ℓ+1}); ∇_{w_ℓ} = (1/n) Σ_i δ_ℓ h_{ℓ−1}ᵀ
+    delta = arb_mat(1, n, [sigma_prime(z) * 2 * r for z, r in zip(zs[-1].entries(), residual)])
+    grads = [None] * len(weights)
+    for ell in range(len(weights) - 1, -1, -1):
+        grads[ell] = delta * hs[ell].transpose() / n
+        if ell > 0:
+            back = weights[ell].transpose() * delta
+            delta = arb_mat(back.nrows(), n, [sigma_prime(z) * b for z, b in zip(zs[ell - 1].entries(), back.entries())])
+    return loss, grads
+
+
+def exact_excess(
+    params: Sequence[Tensor],
+    X: Tensor,
+    y: Tensor,
+    act,
+    *,
+    kappa: float | Tensor = 1.0,
+    d_max: int | None = None,
+    c_J: float = deepnet.C_J,
+    prec: int = 256,
+) -> tuple[Tensor, Tensor]:
+    """Lemma 4.7's one-step excess at ``W_t``, enclosed in ball arithmetic.
+
+    Paper A, Lemma 4.7 (:ref:`ch-descent`). From the float64 point ``W_t`` (exact in binary), at ``prec`` bits
+    (python-flint balls, every operation enclosing the exact result): ``𝓛(W_t)``, ``∇𝓛(W_t)`` by Lemma 4.2's
+    recursion, the step ``η_t = κ/(ρ (1 + 𝓛(W_t)^{1/2}) Σ_{i=0}^{2L−2} ‖W_t‖^i)`` of eq. (12), the exact step
+    ``W_t − η_t ∇𝓛(W_t)`` and the excess ``𝓛(W_t − η_t∇𝓛) − 𝓛(W_t) + (η_t/2L)‖∇𝓛(W_t)‖²``, which the lemma says
+    is ``≤ 0``. A step whose float64 excess lies inside the rounding band is decided here: its enclosure lies
+    below 0 (descent) or above it (a violation); it stays undecided only if the enclosure contains 0.
+
+    Parameters
+    ----------
+    params
+        ``W_t``: ``L ≥ 2`` tensors ``(E, d_ℓ, d_{ℓ−1})``.
+    X, y
+        Inputs ``(n, d)`` or ``(E, n, d)`` and targets ``(n,)`` or ``(E, n)``.
+    act
+        A smooth activation, or a sequence of ``E`` of them (one per member).
+    kappa
+        The step's factor, a float or ``(E,)`` (``1``: the paper's step).
+    d_max
+        The ``d_max`` of ``ρ`` (default: the network's).
+    c_J
+        The loss constant (``2`` for the squared loss).
+    prec
+        Working precision in bits.
+
+    Returns
+    -------
+    tuple of Tensor
+        ``(low, high)``, each ``(E,)`` float64 (rounded outward): the excess lies in ``[low, high]``.
+
+    Raises
+    ------
+    ValueError
+        For a non-smooth activation, mismatched shapes, or ``prec < 53``.
+
+    Examples
+    --------
+    >>> from companion import deepnet, device
+    >>> g = device.generator(0)
+    >>> W = deepnet.init_params([3, 4, 1], 2, generator=g, device="cpu")
+    >>> X = deepnet.ball_data(8, 3, generator=g, device="cpu")
+    >>> low, high = exact_excess(W, X, X[:, 0], "tanh")
+    >>> bool((high < 0).all())   # the paper's step descends, decided
+    True
+    """
+    from flint import arb, ctx
+
+    if prec < 53:
+        raise ValueError(f"prec must be at least 53 bits, got {prec!r}")
+    params = [w.detach().to("cpu", torch.float64) for w in params]
+    L, E = _check_L(len(params)), params[0].shape[0]
+    d_max = deepnet.d_max(params) if d_max is None else _check_dmax(d_max)
+    acts = list(act) if isinstance(act, (list, tuple)) else [act] * E
+    if len(acts) != E:
+        raise ValueError(f"act: one activation per member expected ({E}), got {len(acts)}")
+    X = X.detach().to("cpu", torch.float64)
+    y = y.detach().to("cpu", torch.float64)
+    X = X.expand(E, -1, -1) if X.ndim == 2 else X
+    y = y.expand(E, -1) if y.ndim == 1 else y
+    if X.shape[0] != E or y.shape[:2] != X.shape[:2]:
+        raise ValueError(f"X {tuple(X.shape)} and y {tuple(y.shape)} do not match {E} members")
+    kappas = torch.as_tensor(kappa, dtype=torch.float64).expand(E).tolist()
+    low, high = torch.empty(E, dtype=torch.float64), torch.empty(E, dtype=torch.float64)
+    saved = ctx.prec
+    ctx.prec = prec
+    try:
+        rho_ball = arb(2) ** (2 * L + 3) * arb(float(c_J)) * arb(d_max) * arb(d_max).sqrt() * arb(L) ** 5
+        for e in range(E):
+            sigma, sigma_prime = activations.ball_functions(acts[e])
+            weights = [_arb_matrix(w.shape[1], w.shape[2], w[e].flatten().tolist()) for w in params]
+            H0 = _arb_matrix(X.shape[2], X.shape[1], X[e].T.flatten().tolist())
+            targets = [arb(float(v)) for v in y[e].tolist()]
+            loss, grads = _arb_loss_and_gradient(weights, H0, targets, sigma, sigma_prime)
+            norm = sum((v * v for W in weights for v in W.entries()), arb(0)).sqrt()
+            g2 = sum((v * v for G in grads for v in G.entries()), arb(0))
+            powers = sum((norm**i for i in range(2 * L - 1)), arb(0))
+            eta_t = arb(float(kappas[e])) / (rho_ball * (1 + loss.sqrt()) * powers)
+            stepped = [W - G * eta_t for W, G in zip(weights, grads)]
+            loss_next, _ = _arb_loss_and_gradient(stepped, H0, targets, sigma, sigma_prime, gradient=False)
+            excess = loss_next - loss + eta_t * g2 / (2 * L)
+            low[e], high[e] = float(excess.lower()), float(excess.upper())
+    finally:
+        ctx.prec = saved
+    return low, high
+
+
+def one_step_excess(
+    params: Sequence[Tensor],
+    X: Tensor,
+    y: Tensor,
+    act,
+    *,
+    kappa: float | Tensor = 1.0,
+    d_max: int | None = None,
+    c_J: float = deepnet.C_J,
+) -> tuple[Tensor, Tensor]:
+    """Lemma 4.7's one-step excess at ``W_t`` in the working precision, as :class:`Tracker` computes it.
+
+    Paper A, Lemma 4.7 (:ref:`ch-descent`): ``𝓛(W_t − η_t∇𝓛(W_t)) − 𝓛(W_t) + (η_t/2L)‖∇𝓛(W_t)‖²`` with the step
+    ``κ η_t`` of eq. (12); :func:`exact_excess` is the same quantity in ball arithmetic.
+
+    Parameters
+    ----------
+    params
+        ``W_t``: ``L ≥ 2`` tensors ``(E, d_ℓ, d_{ℓ−1})``.
+    X, y
+        Inputs ``(n, d)`` or ``(E, n, d)`` and targets ``(n,)`` or ``(E, n)``.
+    act
+        A smooth activation (or :func:`companion.assumptions.blockwise_activation`).
+    kappa, d_max, c_J
+        As in :func:`exact_excess`.
+
+    Returns
+    -------
+    tuple of Tensor
+        ``(excess, loss)``, each ``(E,)``: the excess and ``𝓛(W_t)`` (the rounding band is ``tol · loss``).
+    """
+    L = _check_L(len(params))
+    d_max = deepnet.d_max(params) if d_max is None else _check_dmax(d_max)
+    loss, grads = deepnet.loss_and_gradient(params, X, y, act)
+    step = eta(deepnet.norm(params), loss, L, d_max, c_J, kappa)
+    stepped = [w - step.view(-1, *([1] * (w.ndim - 1))) * g for w, g in zip(params, grads)]
+    g2 = sum(g.flatten(1).pow(2).sum(1) for g in grads)
+    return deepnet.loss(stepped, X, y, act) - loss + step * g2 / (2 * L), loss

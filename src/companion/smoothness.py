@@ -30,6 +30,7 @@ along GD trajectories).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -60,6 +61,7 @@ __all__ = [
     "log_lemma_4_5_rhs",
     "lemma_4_5_rhs",
     "log_local_smoothness_bound",
+    "balanced_family",
     "gradient_norm_bound",
     "lemma_a1_rhs",
     "lemma_a2_rhs",
@@ -719,3 +721,45 @@ def appendix_a(params1, params2, X: Tensor, act) -> dict[str, Comparison]:
         "A.5": Comparison(both(norm, d1, d2), both(lambda n: stack([lemma_a5_rhs(n, l, L) for l in layers]), a, b)),
         "A.6": Comparison(diff(d1, d2), stack([lemma_a6_rhs(a, b, r, l, L, dm) for l in layers])),
     }
+
+
+def balanced_family(params: Sequence[Tensor], s) -> list[Tensor]:
+    """The balanced family ``W(s) = (s w_1, …, s w_{L−1}, s^{−(L−1)} w_L)`` of each member, for every ``s``.
+
+    Paper A, Lemma 4.5's degree at bounded loss (:ref:`ch-smoothness`). The product of the layer scales is 1, so a
+    linear network computes the same function at every ``s`` (its loss stays fixed), while
+    ``‖W(s)‖ = s ‖(w_1, …, w_{L−1})‖ (1 + O(s^{−2L}))`` grows and the gradient of ``F`` in ``w_L`` grows like
+    ``s^{L−1}``: the Gauss–Newton block of the last layer, hence ``‖∇²𝓛‖``, grows like ``‖W‖^{2L−2}``.
+
+    Parameters
+    ----------
+    params
+        ``L ≥ 2`` tensors ``(E, d_ℓ, d_{ℓ−1})``.
+    s
+        Scales ``(S,)``, positive.
+
+    Returns
+    -------
+    list of Tensor
+        ``L`` tensors ``(E·S, d_ℓ, d_{ℓ−1})``, member-major (member ``e`` at scale ``s_k`` is row ``e·S + k``).
+
+    Raises
+    ------
+    ValueError
+        For fewer than two layers or a non-positive scale.
+
+    Examples
+    --------
+    >>> import torch
+    >>> W = [torch.ones(1, 2, 2), torch.ones(1, 1, 2)]
+    >>> [w[:, 0, 0].tolist() for w in balanced_family(W, torch.tensor([2.0, 4.0]))]
+    [[2.0, 4.0], [0.5, 0.25]]
+    """
+    if len(params) < 2:
+        raise ValueError(f"the balanced family needs L >= 2 layers, got {len(params)}")
+    s = torch.as_tensor(s, dtype=params[0].dtype, device=params[0].device).flatten()
+    if s.numel() == 0 or not bool((s > 0).all()):
+        raise ValueError("the scales s must be positive")
+    L = len(params)
+    scales = [s] * (L - 1) + [s ** (-(L - 1))]
+    return [(c.view(1, -1, 1, 1) * w.unsqueeze(1)).reshape(-1, *w.shape[1:]) for c, w in zip(scales, params)]

@@ -139,6 +139,8 @@ def test_lemma_4_7_descent_every_step_and_tracker_bookkeeping(gen):
         torch.testing.assert_close(tr.state["min_g2"], h["grad_norm_sq"][:-1].min(0).values, rtol=1e-13, atol=0)
         assert (tr.state["sum_eta_g2"] <= 2 * L * h["loss"][0]).all()
         assert int(tr.state["violations"].sum()) == 0
+        root_sum = (h["eta"][:-1] ** (1 / (2 * L - 2)) * h["grad_norm_sq"][:-1].sqrt()).sum(0)
+        torch.testing.assert_close(tr.state["sum_eta_root_g"], root_sum, rtol=1e-12, atol=0)
 
 
 # --------------------------------------------------------------------------------------- ValueErrors
@@ -165,3 +167,41 @@ def test_bad_arguments():
         descent.Tracker(2, 3, kappa=0.0)
     with pytest.raises(ValueError, match="kappa"):
         descent.eta(torch.ones(2, dtype=torch.float64), torch.ones(2, dtype=torch.float64), 2, 3, kappa=0.0)
+
+
+# ------------------------------------------------------------ Lemma 4.7 decided in ball arithmetic
+@pytest.mark.parametrize("act", SMOOTH)
+def test_exact_excess_encloses_the_float64_excess_where_float64_resolves_it(act):
+    gen = torch.Generator().manual_seed(3)
+    W = deepnet.init_params([3, 5, 4, 1], 3, 1.0, generator=gen, device="cpu", dtype=torch.float64)
+    X = deepnet.ball_data(10, 3, generator=gen, device="cpu", dtype=torch.float64)
+    y = torch.randn(10, generator=gen, dtype=torch.float64)
+    kappa = 1e5  # a step large enough for float64 to resolve its excess to many digits
+    excess, loss = descent.one_step_excess(W, X, y, act, kappa=kappa)
+    low, high = descent.exact_excess(W, X, y, act, kappa=kappa)
+    assert bool((low <= high).all())
+    assert torch.allclose((low + high) / 2, excess, rtol=1e-6, atol=1e-9 * float(loss.max()))
+    assert float((high - low).max()) < 1e-30
+
+
+def test_exact_excess_decides_a_step_inside_the_float64_band():
+    gen = torch.Generator().manual_seed(4)
+    W = deepnet.init_params([4, 6, 6, 6, 1], 2, 2.0, generator=gen, device="cpu", dtype=torch.float64)
+    X = deepnet.ball_data(32, 4, generator=gen, device="cpu", dtype=torch.float64)
+    y = 0.5 * torch.randn(32, generator=gen, dtype=torch.float64)
+    excess, loss = descent.one_step_excess(W, X, y, "tanh")
+    inside = excess.abs() <= 2 * 32 * 2.0**-52 * loss  # float64 cannot tell
+    assert bool(inside.any())
+    low, high = descent.exact_excess(W, X, y, "tanh")
+    assert bool((high[inside] < 0).all())  # the balls can: a descent
+
+
+def test_exact_excess_rejects_bad_input():
+    W = deepnet.init_params([2, 3, 1], 2, device="cpu", dtype=torch.float64)
+    X = deepnet.ball_data(4, 2, device="cpu", dtype=torch.float64)
+    with pytest.raises(ValueError, match="prec"):
+        descent.exact_excess(W, X, X[:, 0], "tanh", prec=20)
+    with pytest.raises(ValueError, match="one activation per member"):
+        descent.exact_excess(W, X, X[:, 0], ["tanh"])
+    with pytest.raises(ValueError, match="not smooth"):
+        descent.exact_excess(W, X, X[:, 0], "relu")

@@ -400,3 +400,17 @@ def test_linear_net_hessian_degree_along_rays(gen):
         H = curvature.hessian(curvature.deepnet_loss_fn(P, X, y, "linear"), curvature.flatten(P))
         lam = torch.linalg.eigvalsh(H).abs().amax(-1).view(3, -1).T
         assert (stats.ray_degree(s, lam, L) - (2 * L - 2)).abs().max() < 1e-10
+
+
+def test_balanced_family_keeps_a_linear_network_and_grows_the_norm():
+    gen = torch.Generator().manual_seed(5)
+    W = deepnet.init_params([3, 4, 4, 1], 2, generator=gen, device="cpu", dtype=torch.float64)
+    X = deepnet.ball_data(6, 3, generator=gen, device="cpu", dtype=torch.float64)
+    s = torch.tensor([1.0, 10.0, 100.0], dtype=torch.float64)
+    P = smoothness.balanced_family(W, s)
+    F = deepnet.forward(P, X, "linear").view(2, 3, -1)
+    assert torch.allclose(F, F[:, :1].expand_as(F), rtol=1e-12, atol=1e-14)
+    norms = deepnet.norm(P).view(2, 3)
+    assert bool((norms[:, 2] > 50 * norms[:, 0]).all())
+    with pytest.raises(ValueError, match="positive"):
+        smoothness.balanced_family(W, torch.tensor([0.0]))

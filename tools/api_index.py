@@ -29,7 +29,7 @@ GROUPS = [
      ["activations", "assumptions", "deepnet", "polysum", "smoothness", "ratios", "search", "descent", "rate", "curvature"]),
     ("Paper B: a two-layer ReLU network learns a linear target",
      "the empirical and the population network, the phases of training, uniform concentration",
-     ["relunet", "population", "phases", "concentration"]),
+     ["relunet", "population", "landscape", "pl", "phases", "concentration"]),
     ("Paper C: the parameter ball", "width-m fully connected and residual networks, their Gram matrices and Hessians",
      ["widenet"]),
 ]  # fmt: skip

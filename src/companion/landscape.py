@@ -1,0 +1,124 @@
+"""The search for stationary points of paper B's Theorem 1, continued until each run is decided.
+
+A zero-finder (:func:`companion.population.find_stationary`, then :func:`companion.population.polish_stationary`)
+started from random points ends either at a stationary point or somewhere it has not converged. Instead of
+setting the second kind aside by a rule about where they ended, :func:`continue_search` runs them on, in rounds of
+the same search, and records after every round the parameter norm ``‖θ‖`` and the gradient norm ``‖∇L‖``.
+:func:`escaping` then decides each run by what it *does*: it reached a stationary point (``‖∇L‖ ≤ c ε S``,
+:func:`companion.population.stationarity_ratio`), or it escapes — ``‖θ‖`` grows and ``‖∇L‖`` falls at every round, the
+signature of a critical point at infinity — or it stalled, which counts against the search. Explained in
+:ref:`ch-landscape`.
+
+Examples
+--------
+>>> import torch
+>>> from companion import landscape
+>>> theta = torch.tensor([[1.0, 2.0], [1.5, 1.5], [2.0, 3.0]])   # (rounds + 1, runs)
+>>> grad = torch.tensor([[1e-3, 1e-3], [5e-4, 2e-3], [1e-4, 1e-4]])
+>>> landscape.escaping(theta, grad).tolist()
+[True, False]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from . import population, validation
+
+__all__ = ["Continuation", "continue_search", "escaping"]
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """What :func:`continue_search` returns.
+
+    ``W (E, k, d)``, ``v (E, k)``: the end points after the continuation; ``ratio (E,)``: ``‖∇L‖/(ε S)`` there;
+    ``theta_norm`` and ``grad_norm`` ``(rounds + 1, E)``: ``‖θ‖`` and ``‖∇L‖`` before the first round and after each
+    (a run taken out once stationary keeps its values); ``stationary_at (E,)``: the round after which the run was
+    stationary (0: already before the continuation), ``-1`` for one that never was.
+    """
+
+    W: Tensor
+    v: Tensor
+    ratio: Tensor
+    theta_norm: Tensor
+    grad_norm: Tensor
+    stationary_at: Tensor
+
+
+def _norms(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    grad = population.flatten_params(*population.gradient(W, v, a)).norm(dim=-1)
+    return population.flatten_params(W, v).norm(dim=-1), grad, population.stationarity_ratio(W, v, a)
+
+
+def continue_search(
+    W: Tensor,
+    v: Tensor,
+    a: Tensor,
+    *,
+    rounds: int,
+    iters: int,
+    polish_iters: int = 60,
+    c_stat: float = 64.0,
+) -> Continuation:
+    """Continue the stationary-point search from its end points, in rounds, until each run is decided (Theorem 1,
+    :ref:`ch-landscape`).
+
+    Parameters
+    ----------
+    W, v
+        End points of the search, ``(E, k, d)`` and ``(E, k)`` (signed output weights).
+    a
+        The target ``(d,)``.
+    rounds
+        Rounds of the search; each is ``iters`` Levenberg–Marquardt iterations with a fresh damping
+        (:func:`companion.population.find_stationary`) and a Newton polish of at most ``polish_iters`` steps.
+    c_stat
+        Rule 1: a run is stationary when ``‖∇L‖ ≤ c_stat · ε S``; it is then taken out of the batch.
+
+    Returns
+    -------
+    Continuation
+        The end points, their stationarity ratio and the history of ``‖θ‖`` and ``‖∇L‖`` over the rounds.
+    """
+    validation.positive_int("rounds", rounds)
+    validation.positive_int("iters", iters)
+    W, v = W.clone(), v.clone()
+    theta0, grad0, ratio = _norms(W, v, a)
+    theta_hist, grad_hist = [theta0], [grad0]
+    stationary_at = torch.where(ratio <= c_stat, 0, -1)
+    for k in range(1, rounds + 1):
+        live = (stationary_at < 0).nonzero()[:, 0]
+        theta_k, grad_k = theta_hist[-1].clone(), grad_hist[-1].clone()
+        if len(live):
+            W_live, v_live, _ = population.find_stationary(W[live], v[live], a, iters=iters)
+            W_live, v_live, _, _ = population.polish_stationary(W_live, v_live, a, iters=polish_iters)
+            W[live], v[live] = W_live, v_live
+            theta_live, grad_live, ratio_live = _norms(W_live, v_live, a)
+            theta_k[live], grad_k[live], ratio[live] = theta_live, grad_live, ratio_live
+            done = live[ratio_live <= c_stat]
+            stationary_at[done] = k
+        theta_hist.append(theta_k)
+        grad_hist.append(grad_k)
+    return Continuation(W, v, ratio, torch.stack(theta_hist), torch.stack(grad_hist), stationary_at)
+
+
+def escaping(theta_norm: Tensor, grad_norm: Tensor) -> Tensor:
+    """Runs that escape: ``‖θ‖`` strictly grows and ``‖∇L‖`` strictly falls from each round to the next (Theorem 1,
+    :ref:`ch-landscape`). ``theta_norm``, ``grad_norm`` ``(rounds + 1, E)`` → ``(E,)`` bool.
+
+    A run that drifts along a valley to a critical point at infinity does both at every round; one that converges
+    to a stationary point at a finite distance stops growing, and one that stalls stops falling.
+    """
+    validation.tensor("theta_norm", theta_norm, ndim=2)
+    validation.tensor("grad_norm", grad_norm, ndim=2)
+    if theta_norm.shape != grad_norm.shape or theta_norm.shape[0] < 2:
+        raise ValueError(
+            f"need two histories of the same shape (rounds + 1 >= 2, E), got {tuple(theta_norm.shape)}, {tuple(grad_norm.shape)}"
+        )
+    grows = (theta_norm[1:] > theta_norm[:-1]).all(0)
+    falls = (grad_norm[1:] < grad_norm[:-1]).all(0)
+    return grows & falls

@@ -32,6 +32,8 @@ __all__ = [
     "crossing",
     "bootstrap_crossing",
     "bootstrap_crossing_exponent",
+    "LawFit",
+    "crossing_law_fit",
 ]
 
 
@@ -688,3 +690,130 @@ def bootstrap_crossing_exponent(
     a = (1 - confidence) / 2
     lo, hi = np.quantile(sims, [a, 1 - a])
     return Estimate(value, float(lo), float(hi), confidence, "Jeffreys bootstrap")
+
+
+@dataclass(frozen=True)
+class LawFit:
+    """A weighted least-squares fit ``n_s = c · f(s) + b`` of crossing points against a growth law ``f``, with its
+    lack-of-fit test: the result of :func:`crossing_law_fit` (:ref:`ch-sample-complexity`).
+
+    Parameters
+    ----------
+    law : str
+        ``"linear"`` (``f(s) = s``) or ``"dlogd"`` (``f(s) = s ln s``).
+    slope : Estimate
+        ``c`` with its Jeffreys-bootstrap interval (``+inf`` for a replicate that never reaches the level at some
+        size); ``intercept`` holds ``b``.
+    points : ndarray, shape (D,)
+        The crossing points ``n_s`` of the measured rates.
+    scale : ndarray, shape (D,)
+        Their bootstrap standard errors (half the central 68 % range of the redrawn crossings; ``inf`` where more
+        than 16 % of the redraws never cross).
+    chi2 : float
+        ``Σ_s (n_s − c f(s) − b)² / scale_s²``.
+    dof : int
+        ``D − 2``.
+    p_value : float
+        ``P(χ²_dof ≥ chi2)``: small when the law does not fit, whichever way the points bend away from it.
+    """
+
+    law: str
+    slope: Estimate
+    points: np.ndarray
+    scale: np.ndarray
+    chi2: float
+    dof: int
+    p_value: float
+
+
+_LAWS = {"linear": lambda s: s, "dlogd": lambda s: s * np.log(s)}
+
+
+def crossing_law_fit(
+    counts, trials, x, sizes, law: str = "linear", level: float = 0.5, *, boot: int = 2000, rng=None, confidence=0.99
+) -> LawFit:
+    """Fit the crossing points ``n_s = s · crossing_s`` of success rates to ``n_s = c · f(s) + b`` and test the fit.
+
+    Paper B's sample complexity, Theorem 2 (:ref:`ch-sample-complexity`): ``n ∝ d`` is the law ``"linear"``, the
+    nearest law a reader might believe is ``"dlogd"``. The crossings are those of :func:`crossing` (``x`` ratios to
+    the size); their standard errors come from ``boot`` joint redraws of every rate from its Jeffreys posterior
+    ``Beta(k + ½, n − k + ½)``. The fit is weighted by ``1 / scale²``; ``chi2`` is its weighted residual sum of squares,
+    a two-sided lack-of-fit statistic with ``D − 2`` degrees of freedom. The slope's interval refits every redraw
+    with the same weights.
+
+    Parameters
+    ----------
+    counts : array_like, shape (D, K)
+        Successes at the ratios ``x`` for each of the ``D`` sizes.
+    trials : int or array_like, shape (D, K)
+        Trials, positive.
+    x : array_like, shape (K,)
+        Increasing positive ratios ``n / s``.
+    sizes : array_like, shape (D,)
+        Sizes ``s > 1``, ``D ≥ 3``.
+    law : str
+        ``"linear"`` or ``"dlogd"``.
+    level : float
+        The level the rate must reach.
+    boot : int
+        Bootstrap replicates.
+    rng : numpy.random.Generator
+        Required, so that the interval is reproducible.
+    confidence : float
+        Coverage of the slope's interval, in ``(0, 1)``.
+
+    Returns
+    -------
+    LawFit
+        The slope, the points and their scales, ``chi2``, ``dof`` and ``p_value``.
+
+    Raises
+    ------
+    ValueError
+        On an unknown law, mismatched shapes, fewer than three sizes, a size ``≤ 1``, counts outside
+        ``[0, trials]``, a missing ``rng``, or a crossing that is never reached by the measured rates.
+
+    Examples
+    --------
+    A crossing at ``n/d = 3`` for every ``d``: the linear law fits, ``c ≈ 3``:
+
+    >>> import numpy as np
+    >>> from companion import stats
+    >>> ratios, sizes = np.array([1, 2, 4, 8.0]), np.array([10, 20, 40, 80.0])
+    >>> p = 1 / (1 + np.exp(-4 * (np.log(ratios) - np.log(3))))
+    >>> fit = stats.crossing_law_fit(np.round(400 * np.tile(p, (4, 1))), 400, ratios, sizes, rng=np.random.default_rng(0))
+    >>> bool(abs(fit.slope.value - 3) < 0.05 and fit.p_value > 0.5)
+    True
+    """
+    if law not in _LAWS:
+        raise ValueError(f"law must be one of {sorted(_LAWS)}, got {law!r}")
+    k = _np(counts)
+    s, xs = _np(sizes).ravel(), _np(x).ravel()
+    n = np.broadcast_to(_np(trials), k.shape)
+    if k.ndim != 2 or k.shape != (s.size, xs.size) or s.size < 3 or np.any(s <= 1):
+        raise ValueError(f"counts must have shape (len(sizes), len(x)) with >= 3 sizes > 1, got {k.shape}, {s}")
+    if np.any(n <= 0) or np.any(k < 0) or np.any(k > n):
+        raise ValueError("need 0 <= counts <= trials and trials > 0")
+    if rng is None:
+        raise ValueError("pass rng (e.g. companion.device.numpy_rng(seed)) so that the interval is reproducible")
+    points = crossing(k / n, xs, level) * s
+    if not np.isfinite(points).all():
+        raise ValueError(f"the measured rates never reach {level} at some size: {points}")
+    redrawn = crossing(rng.beta(k + 0.5, n - k + 0.5, size=(boot, *k.shape)), xs, level) * s  # (boot, D)
+    q16, q84 = np.quantile(redrawn, [0.158655, 0.841345], axis=0)
+    with np.errstate(invalid="ignore"):
+        scale = np.where(np.isfinite(q84), (q84 - q16) / 2, np.inf)
+    weight = np.where(np.isfinite(scale) & (scale > 0), 1 / np.maximum(scale, 1e-300) ** 2, 0.0)
+    design = np.stack([_LAWS[law](s), np.ones_like(s)], 1)  # (D, 2)
+    normal = np.linalg.inv(design.T @ (weight[:, None] * design))
+    project = normal @ (design.T * weight)  # (2, D): the weighted least-squares coefficients of any points
+
+    c, b = project @ points
+    chi2 = float(np.sum(weight * (points - design @ np.array([c, b])) ** 2))
+    dof = s.size - 2
+    with np.errstate(invalid="ignore"):
+        sims = np.where(np.isfinite(redrawn).all(1), np.nan_to_num(redrawn, posinf=0.0) @ project[0], np.inf)
+    a = (1 - confidence) / 2
+    lo, hi = np.quantile(sims, [a, 1 - a])
+    slope = Estimate(float(c), float(lo), float(hi), confidence, "Jeffreys bootstrap", intercept=float(b))
+    return LawFit(law, slope, points, scale, chi2, dof, float(_st.chi2.sf(chi2, dof)))

@@ -22,7 +22,7 @@ def test_every_public_name_is_exported_and_documented():
     assert public == set(stats.__all__)
     for name in stats.__all__:
         doc = getattr(stats, name).__doc__
-        assert "Parameters" in doc and (name == "Estimate" or "Returns" in doc), name
+        assert "Parameters" in doc and (name in ("Estimate", "LawFit") or "Returns" in doc), name  # records
         assert ":ref:`ch-" in doc and "Chapter " not in doc, name
 
 
@@ -189,3 +189,24 @@ def test_loglog_slope_recovers_power():
     x = torch.logspace(0, 3, 20, dtype=torch.float64)
     fit = stats.loglog_slope(x, 3 * x**-0.5)
     assert fit.value == pytest.approx(-0.5, abs=1e-12) and fit.contains(-0.5)
+
+
+def test_crossing_law_fit_accepts_the_true_law_and_rejects_the_other():
+    rng = np.random.default_rng(0)
+    sizes, ratios = np.array([8, 16, 32, 64, 128.0]), np.array([0.5, 1, 2, 2.5, 3, 3.5, 4, 6.0])
+    centre = 2.7 + 8 / sizes  # n_50 = 2.7 d + 8: affine
+    p = 1 / (1 + np.exp(-12 * (np.log(ratios) - np.log(centre[:, None]))))
+    counts = rng.binomial(2000, p)
+    linear = stats.crossing_law_fit(counts, 2000, ratios, sizes, rng=np.random.default_rng(1))
+    dlogd = stats.crossing_law_fit(counts, 2000, ratios, sizes, "dlogd", rng=np.random.default_rng(1))
+    assert linear.p_value > 0.01 and dlogd.p_value < 0.01 and linear.dof == 3
+    assert linear.slope.low > 0 and linear.slope.contains(linear.slope.value)
+    weights = 1 / linear.scale**2
+    fit = np.polynomial.polynomial.polyfit(sizes, linear.points, 1, w=np.sqrt(weights))
+    assert np.allclose([linear.slope.intercept, linear.slope.value], fit)
+    with pytest.raises(ValueError, match="law"):
+        stats.crossing_law_fit(counts, 2000, ratios, sizes, "quadratic", rng=rng)
+    with pytest.raises(ValueError, match="rng"):
+        stats.crossing_law_fit(counts, 2000, ratios, sizes)
+    with pytest.raises(ValueError, match="never reach"):
+        stats.crossing_law_fit(0 * counts, 2000, ratios, sizes, rng=rng)

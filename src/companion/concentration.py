@@ -39,7 +39,15 @@ __all__ = [
     "search_sup",
     "gradient_gap_ratio",
     "path_deviation",
+    "segment_integrals",
     "sqrt_law_fit",
+    "truncated_square_mean",
+    "truncated_tail_mean",
+    "single_member_deviation",
+    "circle_net",
+    "net_quadratic_max",
+    "bernstein_tail",
+    "chi_square_mean_tail",
 ]
 
 
@@ -420,6 +428,73 @@ def path_deviation(W: Tensor, v: Tensor, X: Tensor, a: Tensor, points: int = 33)
     return torch.stack(out, -1)
 
 
+def _gate_length(X: Tensor, p0: Tensor, h: Tensor) -> Tensor:
+    """``∫_0^1 1{x_iᵀ(p0 + t h) ≥ 0} dt`` per sample, exactly: ``X`` ``(n, d)``, ``p0, h`` ``(d,)`` → ``(n,)``."""
+    start, slope = X @ p0, X @ h
+    safe = torch.where(slope == 0, torch.ones_like(slope), slope)
+    root = (-start / safe).clamp(0, 1)  # the breakpoint t_i, clipped to the segment
+    length = torch.where(slope > 0, 1 - root, root)
+    return torch.where(slope == 0, (start >= 0).to(X.dtype), length)
+
+
+def segment_integrals(W: Tensor, v: Tensor, X: Tensor, a: Tensor, nodes: int = 64) -> dict:
+    """Lemma 11's integral identity with exact integrals (paper B, Appendix C.7; :ref:`ch-uniform-concentration`).
+
+    For neuron ``i`` the proof writes ``∇̂_{w_i} L − ∇_{w_i} L = ±v_i [I_A h1 − I_B h2]`` with
+    ``I_A = ∫_0^1 (M̂ − M)(a + t h1, w_i) dt`` and ``I_B = ∫_0^1 (M̂ − M)(−a + t h2, w_i) dt``. ``M̂`` is piecewise
+    constant along a segment — sample ``j``'s gate switches once, at the breakpoint ``t_j = −x_jᵀp0 / x_jᵀh`` — so
+    ``∫ M̂ dt = (1/n) Σ_j ℓ_j 1{x_jᵀw_i ≥ 0} x_j x_jᵀ`` with ``ℓ_j`` the exact length of the segment on which the gate
+    is open; ``M`` is smooth along it and integrated by ``nodes``-point Gauss–Legendre quadrature.
+
+    Parameters
+    ----------
+    W : Tensor, shape (E, 2, d)
+    v : Tensor, shape (E, 2)
+        Signed output weights ``[+v1, −v2]``.
+    X : Tensor, shape (n, d) or (E, n, d)
+    a : Tensor, shape (d,)
+    nodes : int
+        Gauss–Legendre nodes for the smooth ``∫ M dt``.
+
+    Returns
+    -------
+    dict
+        ``"gap"``: ``(E, 2, d)``, the identity's right side ``v_i [I_A h1 − I_B h2]`` (the sign of ``v_i`` included);
+        ``"norms"``: ``(E, 2, 2)``, ``‖I_A‖_op`` and ``‖I_B‖_op`` per neuron.
+
+    Raises
+    ------
+    ValueError
+        On shapes that do not match or a non-positive ``nodes``.
+    """
+    validation.positive_int("nodes", nodes)
+    validation.same_device(W=W, v=v, X=X, a=a)
+    validation.tensor("W", W, ndim=3)
+    if W.shape[1] != 2 or v.shape != W.shape[:2]:
+        raise ValueError(f"need k = 2: W (E, 2, d) and v (E, 2), got {tuple(W.shape)} and {tuple(v.shape)}")
+    E, _, d = W.shape
+    t, weight = np.polynomial.legendre.leggauss(nodes)
+    t = torch.as_tensor((t + 1) / 2, dtype=W.dtype, device=W.device)
+    weight = torch.as_tensor(weight / 2, dtype=W.dtype, device=W.device)
+    gaps, norms = torch.zeros(E, 2, d, dtype=W.dtype, device=W.device), torch.zeros(E, 2, 2, dtype=W.dtype)
+    for e in range(E):
+        Xe = X if X.ndim == 2 else X[e]
+        h1 = v[e, 0] * W[e, 0] - a
+        h2 = v[e, 1].abs() * W[e, 1] + a
+        for i in range(2):
+            wi = W[e, i]
+            integral = []
+            for p0, h in ((a, h1), (-a, h2)):
+                open_ = _gate_length(Xe, p0, h) * (Xe @ wi >= 0).to(W.dtype)
+                emp = (Xe * open_[:, None]).T @ Xe / Xe.shape[0]
+                pts = p0 + t[:, None] * h  # (nodes, d)
+                pop = (weight[:, None, None] * population.gate_second_moment(pts, wi.expand_as(pts))).sum(0)
+                integral.append(emp - pop)
+            gaps[e, i] = v[e, i] * (integral[0] @ h1 - integral[1] @ h2)
+            norms[e, i] = _sym_opnorm(torch.stack(integral)).cpu()
+    return {"gap": gaps, "norms": norms}
+
+
 # ------------------------------------------------------------------------------------------ the rate
 def sqrt_law_fit(ratios, deviations, confidence: float = 0.99):
     """Fit ``δ̂ ≈ c1 √(d/n) + c2 d/n`` per curve and average over curves (paper B, Theorem 10; :ref:`ch-uniform-concentration`).
@@ -467,3 +542,240 @@ def sqrt_law_fit(ratios, deviations, confidence: float = 0.99):
     coef = np.linalg.lstsq(A, Y, rcond=None)[0]  # (2, E)
     c1, c2 = (replace(mean(c, confidence=confidence), method="t-interval over members") for c in coef)
     return c1, c2
+
+
+# ------------------------------------------------------------------------------------------ Appendix C.6
+def _positive(name: str, value: float) -> float:
+    v = validation.nonnegative(name, value)
+    if v == 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    return v
+
+
+def truncated_square_mean(tau: float) -> float:
+    """``E min(Z², τ)`` for ``Z ~ N(0, 1)``, in closed form (paper B, Appendix C.6, Step 2's truncation ``T_τ``;
+    :ref:`ch-uniform-concentration`).
+
+    With ``s = √τ``: ``E Z² 1{|Z| ≤ s} = erf(s/√2) − 2 s φ(s)`` and ``τ P(|Z| > s) = τ erfc(s/√2)``.
+
+    Parameters
+    ----------
+    tau : float
+        The truncation level, ``τ > 0``.
+
+    Returns
+    -------
+    float
+        ``E min(Z², τ)``; it rises from 0 to 1 as ``τ`` grows.
+
+    Raises
+    ------
+    ValueError
+        If ``τ`` is not positive and finite.
+
+    Examples
+    --------
+    >>> round(truncated_square_mean(1e6), 6)
+    1.0
+    """
+    _positive("tau", tau)
+    s = math.sqrt(tau)
+    phi = math.exp(-tau / 2) / math.sqrt(2 * math.pi)
+    return math.erf(s / math.sqrt(2)) - 2 * s * phi + tau * math.erfc(s / math.sqrt(2))
+
+
+def truncated_tail_mean(tau: float) -> float:
+    """``E (Z² − τ)₊`` for ``Z ~ N(0, 1)``, in closed form (paper B, Appendix C.6, Step 2's remainder ``R_τ`` and
+    Lemma 15; :ref:`ch-uniform-concentration`).
+
+    With ``s = √τ``: ``E Z² 1{|Z| > s} = erfc(s/√2) + 2 s φ(s)``, so ``E (Z² − τ)₊ = (1 − τ) erfc(s/√2) + 2 s φ(s)``;
+    it equals ``1 − E min(Z², τ)`` (:func:`truncated_square_mean`).
+
+    Raises
+    ------
+    ValueError
+        If ``τ`` is not positive and finite.
+
+    Examples
+    --------
+    >>> abs(truncated_tail_mean(2.0) + truncated_square_mean(2.0) - 1) < 1e-12
+    True
+    """
+    _positive("tau", tau)
+    s = math.sqrt(tau)
+    phi = math.exp(-tau / 2) / math.sqrt(2 * math.pi)
+    return (1 - tau) * math.erfc(s / math.sqrt(2)) + 2 * s * phi
+
+
+def single_member_deviation(
+    n: int,
+    tau: float,
+    reps: int,
+    *,
+    part: str = "truncated",
+    generator: torch.Generator | None = None,
+    chunk: int = 2_000_000,
+) -> Tensor:
+    """``|(P_n − P) f₀|`` on ``reps`` independent samples of size ``n`` for one member ``f₀`` of a class that the
+    proof of Theorem 10 bounds uniformly (paper B, Appendix C.6: Lemma 21, Bousquet's consequence and the
+    truncated-term bound; :ref:`ch-uniform-concentration`).
+
+    ``part="truncated"``: ``f₀(x) = min(⟨x, u⟩², τ) 1{⟨x, u⟩ ≥ 0}``, the member of Lemma 21's class ``F_{u,τ}`` with
+    ``w = w* = u``, ``P f₀ = ½ E min(Z², τ)`` (:func:`truncated_square_mean`). ``part="remainder"``:
+    ``f₀(x) = (⟨x, u⟩² − τ)₊``, the remainder ``G_u`` of Step 3 at one ``u`` of the net, ``P f₀ = E (Z² − τ)₊``
+    (:func:`truncated_tail_mean`). Both depend on ``x`` only through ``Z = ⟨x, u⟩ ~ N(0, 1)``, so ``Z`` is drawn
+    directly (any ``d``). Since ``f₀`` belongs to the class, the supremum over the class is at least
+    ``|(P_n − P) f₀|``, which falls like ``n^{-1/2}`` (central limit theorem): a lower bound that no ``C τ d/n``
+    (or ``C d/n``) can stay above as ``n`` grows.
+
+    Parameters
+    ----------
+    n, reps : int
+        Sample size and number of independent samples.
+    tau : float
+        Truncation level ``τ > 0``.
+    part : {"truncated", "remainder"}
+        Which member (see above).
+    generator : torch.Generator, optional
+        The random stream.
+    chunk : int
+        At most this many normals are drawn at once (memory).
+
+    Returns
+    -------
+    Tensor, shape (reps,)
+        ``|(1/n) Σ_i f₀(Z_i) − P f₀|`` per sample, in the default dtype.
+
+    Raises
+    ------
+    ValueError
+        On a non-positive ``n``, ``reps``, ``chunk`` or ``τ``, or an unknown ``part``.
+    """
+    validation.positive_int("n", n)
+    validation.positive_int("reps", reps)
+    validation.positive_int("chunk", chunk)
+    _positive("tau", tau)
+    if part not in ("truncated", "remainder"):
+        raise ValueError(f"part must be 'truncated' or 'remainder', got {part!r}")
+    mean = 0.5 * truncated_square_mean(tau) if part == "truncated" else truncated_tail_mean(tau)
+    rows = max(1, chunk // n)
+    out = []
+    for start in range(0, reps, rows):
+        z = randn((min(rows, reps - start), n), generator=generator)
+        if part == "truncated":
+            f = torch.clamp(z * z, max=tau) * (z >= 0)
+        else:
+            f = torch.clamp(z * z - tau, min=0)
+        out.append((f.mean(1) - mean).abs())
+    return torch.cat(out)
+
+
+def circle_net(points: int) -> tuple[Tensor, float]:
+    """An ``ε``-net of the unit circle: ``points`` equally spaced unit vectors and its exact covering radius
+    ``ε = 2 sin(π / (2 · points))`` (paper B, Appendix C.6, Step 1; :ref:`ch-uniform-concentration`).
+
+    Returns
+    -------
+    (Tensor, float)
+        ``(points, 2)`` unit vectors and ``ε``: every unit vector lies within ``ε`` of one of them.
+
+    Raises
+    ------
+    ValueError
+        If ``points < 3``.
+    """
+    validation.positive_int("points", points)
+    if points < 3:
+        raise ValueError(f"a net of the circle needs at least 3 points, got {points}")
+    t = torch.arange(points, dtype=torch.get_default_dtype()) * (2 * math.pi / points)
+    return torch.stack([t.cos(), t.sin()], 1), 2 * math.sin(math.pi / (2 * points))
+
+
+def net_quadratic_max(A: Tensor, net: Tensor) -> Tensor:
+    """``max_{u ∈ U} |uᵀ A u|`` for a batch of symmetric matrices (paper B, Appendix C.6, Step 1, the net
+    reduction ``‖A‖ ≤ (1 − 2ε)⁻¹ max_{u ∈ U} |uᵀAu|``; :ref:`ch-uniform-concentration`).
+
+    Parameters
+    ----------
+    A : Tensor, shape (B, d, d)
+        Symmetric matrices.
+    net : Tensor, shape (N, d)
+        Unit vectors (the net ``U``).
+
+    Returns
+    -------
+    Tensor, shape (B,)
+
+    Raises
+    ------
+    ValueError
+        On shapes that do not match, or a non-symmetric ``A``.
+    """
+    validation.tensor("A", A, ndim=3)
+    validation.tensor("net", net, ndim=2)
+    if A.shape[1] != A.shape[2] or A.shape[2] != net.shape[1]:
+        raise ValueError(f"need A (B, d, d) and net (N, d), got {tuple(A.shape)} and {tuple(net.shape)}")
+    if not torch.allclose(A, A.transpose(1, 2)):
+        raise ValueError("A must be symmetric")
+    return torch.einsum("nd,bde,ne->bn", net, A, net).abs().max(1).values
+
+
+def bernstein_tail(n, s, sigma2: float, b: float, *, log: bool = False):
+    """The sub-exponential Bernstein bound ``2 exp(−(n/2) min(s²/σ², s/b))`` on ``P((1/n) Σ X_i ≥ s)`` (paper B,
+    Appendix C.6, Step 3, the refined Bernstein-type inequality; :ref:`ch-uniform-concentration`).
+
+    Parameters
+    ----------
+    n, s : array_like
+        Sample sizes and thresholds (broadcast together), ``n > 0``, ``s ≥ 0``.
+    sigma2, b : float
+        The ``(σ², b)`` sub-exponential parameters, both positive.
+    log : bool
+        Return the natural logarithm of the bound (no underflow for large ``n s``).
+
+    Returns
+    -------
+    numpy.ndarray
+        The bound (or its log), broadcast shape of ``n`` and ``s``.
+
+    Raises
+    ------
+    ValueError
+        On a non-positive ``σ²``, ``b`` or ``n``, or a negative ``s``.
+    """
+    _positive("sigma2", sigma2)
+    _positive("b", b)
+    n, s = np.broadcast_arrays(np.asarray(n, float), np.asarray(s, float))
+    if np.any(n <= 0) or np.any(s < 0):
+        raise ValueError("need n > 0 and s >= 0")
+    exponent = math.log(2) - 0.5 * n * np.minimum(s**2 / sigma2, s / b)
+    return exponent if log else np.exp(exponent)
+
+
+def chi_square_mean_tail(n, s, *, log: bool = False):
+    """The exact tail ``P((1/n) Σ (Z_i² − 1) ≥ s)`` for ``Z_i ~ N(0, 1)`` i.i.d., i.e. ``P(χ²_n ≥ n (1 + s))``
+    (``scipy.stats.chi2.sf``; paper B, Appendix C.6, Step 3: the test case of the Bernstein inequality;
+    :ref:`ch-uniform-concentration`).
+
+    Parameters
+    ----------
+    n, s : array_like
+        Sample sizes and thresholds (broadcast together), ``n > 0``, ``s ≥ 0``.
+    log : bool
+        Return the natural logarithm of the tail (``scipy.stats.chi2.logsf``).
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Raises
+    ------
+    ValueError
+        On a non-positive ``n`` or a negative ``s``.
+    """
+    from scipy.stats import chi2
+
+    n, s = np.broadcast_arrays(np.asarray(n, float), np.asarray(s, float))
+    if np.any(n <= 0) or np.any(s < 0):
+        raise ValueError("need n > 0 and s >= 0")
+    return chi2.logsf(n * (1 + s), n) if log else chi2.sf(n * (1 + s), n)

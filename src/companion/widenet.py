@@ -64,6 +64,7 @@ __all__ = [
     "random_direction",
     "gradient_direction",
     "gram_ascent_direction",
+    "gram_entry_ascent",
     "output_hvp",
     "loss_hvp",
     "weighted_output_hvp",
@@ -79,6 +80,7 @@ __all__ = [
     "loss_hessian_measurements",
     "radius_measurements",
     "radius_sweep",
+    "entry_radius_sweep",
     "sweep_point",
     "dense_reference_errors",
     "radius_exponent",
@@ -814,6 +816,78 @@ def gram_ascent_direction(params: Params, X: Tensor, D: float, net: Net = Net())
     return paramlist.scale_to(g, D)
 
 
+def _pair_gram_entry(params: Params, Xp: Tensor, net: Net) -> Tensor:
+    """``G_H[0, 1]`` per member for inputs ``Xp`` ``(E, 2, d)``: the entry depends on its two inputs only."""
+    return last_layer_gram(params, Xp, net)[:, 0, 1]
+
+
+def gram_entry_ascent(
+    params: Params, X: Tensor, D: float, net: Net = Net(), *, refine: int = 1, budget: int = 40_000_000
+) -> dict:
+    """The largest entrywise drift ``max_{i ≤ j} |G_H,ij(θ0 + h) − G_H,ij(θ0)|`` over ``‖h‖ = D``, each entry
+    ascended directly (paper C's Gram drift bound ``|ΔG_H,ij| ≤ TD/√m``; :ref:`ch-parameter-ball`).
+
+    For every entry ``(i, j)``, ``i ≤ j``, the direction ``h = ± D ∇G_ij/‖∇G_ij‖`` is its steepest ascent to first
+    order (both signs are evaluated); ``refine`` further projected-gradient steps on the sphere ``‖h‖ = D`` (the
+    gradient taken at ``θ0 + h``) follow, and the value after each step is kept, so that the search's convergence is
+    part of the result. ``G_ij`` depends on inputs ``i`` and ``j`` only, so each entry costs a two-input pass; entries
+    are batched along the ensemble axis (``budget``: parameter entries per batch).
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), …, a (E, m)]``.
+    X : Tensor, shape (E, n, d)
+    D : float
+        Radius of the ball.
+    refine : int
+        Projected-gradient steps after the first-order direction (0 for none).
+
+    Returns
+    -------
+    dict
+        ``"entry"``: ``(E,)``, the largest drift found over all steps; ``"steps"``: ``(refine + 1, E)``, the largest
+        drift found up to and including each step (non-decreasing along the rows); ``"first_order"``: ``(E,)``,
+        ``D max_ij ‖∇G_ij(θ0)‖``.
+
+    Raises
+    ------
+    ValueError
+        On mismatched shapes, a negative ``D`` or ``refine``.
+    """
+    E, m, d, H = _check(params, X=X)
+    _check_X(X, d, E)
+    validation.nonnegative("D", D)
+    if isinstance(refine, bool) or not isinstance(refine, int) or refine < 0:
+        raise ValueError(f"refine must be a non-negative integer, got {refine!r}")
+    n = X.shape[-2]
+    rows, cols = torch.triu_indices(n, n)
+    P = sum(v[0].numel() for v in params)
+    chunk = max(1, budget // (E * P))
+    best = torch.zeros(refine + 1, E, dtype=X.dtype, device=X.device)
+    first = torch.zeros(E, dtype=X.dtype, device=X.device)
+    for start in range(0, rows.numel(), chunk):
+        ri, ci = rows[start : start + chunk], cols[start : start + chunk]
+        K = ri.numel()
+        rep = [v.detach().repeat_interleave(K, 0) for v in params]  # (E K, ...), member-major
+        Xp = torch.stack([X[:, ri], X[:, ci]], 2).reshape(E * K, 2, d)
+        g0 = _pair_gram_entry(rep, Xp, net).detach()
+        h = grad(lambda p: _pair_gram_entry(p, Xp, net).sum())(rep)
+        first = torch.maximum(first, D * paramlist.sq_norm(h).sqrt().view(E, K).max(1).values)
+        dirs = [paramlist.scale_to(h, D), paramlist.scale_to([-t for t in h], D)]
+        for step in range(refine + 1):
+            vals = [(_pair_gram_entry(paramlist.add(rep, u), Xp, net).detach() - g0).abs() for u in dirs]
+            best[step] = torch.maximum(best[step], torch.maximum(*vals).view(E, K).max(1).values)
+            if step < refine:
+                moved = []
+                for sign, u in zip((1.0, -1.0), dirs):
+                    gu = grad(lambda p: _pair_gram_entry(p, Xp, net).sum())(paramlist.add(rep, u))
+                    moved.append(paramlist.scale_to([sign * t for t in gu], D))
+                dirs = moved
+    best = torch.cummax(best, 0).values
+    return {"entry": best[-1].detach(), "steps": best.detach(), "first_order": first.detach()}
+
+
 # ------------------------------------------------------------------------- Hessian-vector products and norms
 def _hvp(scalar, params: Params, v: Params) -> Params:
     """``∇²(scalar)(θ) v`` by reverse-over-reverse double backward; ``scalar(params)`` is a 0-d tensor (a sum over
@@ -1303,9 +1377,14 @@ def ball_measurements(
     ball_hessian: bool = False,
     hessian: bool = True,
     taylor: bool = True,
+    entry: bool = True,
+    entry_refine: int = 2,
 ) -> dict:
     """Everything :ref:`ch-parameter-ball` measures at one width/depth/radius, per member (each value ``(E,)``):
 
+    * ``gram_entry``: ``max_{i ≤ j} |ΔG_H,ij|`` with every entry ascended directly (:func:`gram_entry_ascent`,
+      ``entry_refine`` projected-gradient steps); ``gram_entry_first``: the same after the first-order step alone
+      (both only with ``entry``);
     * ``gram_adv_entry``/``gram_adv_op``: ``‖G_H(θ0 + h) − G_H(θ0)‖`` (entrywise max / operator norm) along the
       steepest-ascent direction of :func:`gram_ascent_direction` with ``‖h‖ = D``; ``gram_gd_entry``/``gram_gd_op``
       along a gradient-span direction (:func:`gradient_direction`), ``gram_rand_entry``/``gram_rand_op`` along a
@@ -1320,7 +1399,8 @@ def ball_measurements(
       ``back_sup``: ``max_h ‖b_h(θ0+h)‖_∞`` and
       ``back_l2``: ``max_h ‖b_h(θ0+h)‖₂`` along it (:func:`backward_drift`); ``resid``: ``‖f(θ0+h) − f(θ0)‖/√n``
       along it (the residual's change, paper C's ``‖r‖ ≤ ‖r_0‖ + T√n D``);
-    * ``M``: ``max_h ‖b_h(θ0)‖_∞`` (:func:`backward_sup_norm`); ``J``: ``‖J(θ0)‖/√n``; ``G0``: ``max |G_H(θ0)|``.
+    * ``M``: ``max_h ‖b_h(θ0)‖_∞`` (:func:`backward_sup_norm`); ``J``: ``‖J(θ0)‖/√n``; ``grad_max``:
+      ``max_i ‖∇f_i(θ0)‖`` (the square root of the tangent kernel's largest diagonal entry); ``G0``: ``max |G_H(θ0)|``.
 
     ``hessian=False`` skips the Lanczos runs (no ``hess``, ``hess_conv``, ``hess_ball``, ``taylor``);
     ``taylor=False`` skips the Ritz vector and the Taylor remainders along it (``taylor``, ``taylor_rand``), which
@@ -1372,6 +1452,9 @@ def ball_measurements(
     for name, h in dirs.items():
         ent, op = gram_drift(last_layer_gram(paramlist.add(params, h), X, net), G0)
         out[f"gram_{name}_entry"], out[f"gram_{name}_op"] = ent, op
+    if entry:
+        found = gram_entry_ascent(params, X, D, net, refine=entry_refine)
+        out["gram_entry"], out["gram_entry_first"] = found["entry"], found["steps"][0]
     if hessian:
         res = output_hessian_norm(
             params, X[..., 0, :], net, iters=iters, generator=generator, return_history=True, return_vector=taylor
@@ -1399,6 +1482,7 @@ def ball_measurements(
     out["resid"] = (moved - _forward(params, X, net)[0]).norm(dim=1) / math.sqrt(n)
     out["M"] = backward_sup_norm(params, X, net)
     out["J"] = jacobian_norm(params, X, net) / math.sqrt(n)
+    out["grad_max"] = ntk(params, X, net).diagonal(dim1=-2, dim2=-1).max(-1).values.sqrt()
     out["G0"] = G0.abs().flatten(1).max(1).values
     return {k: t.detach() for k, t in out.items()}
 
@@ -1590,6 +1674,40 @@ def radius_sweep(
     return {k: v.cpu().numpy() for k, v in out.items()}
 
 
+def entry_radius_sweep(
+    m: int, H: int, radii, *, n: int, d: int, members: int, net: Net = Net(), data_seed: int, init_seed: int, refine: int = 2
+) -> dict:
+    """The entrywise Gram drift over the whole ball, every entry ascended at every radius (paper C's
+    ``|ΔG_H,ij| ≤ TD/√m`` for ``D`` up to where ``D/√m`` is no longer small; :ref:`ch-parameter-ball`).
+
+    Inputs and initialisation as in :func:`sweep_point` (same seeds, same draws); at each radius ``D`` the search of
+    :func:`gram_entry_ascent` starts afresh (its direction depends on ``D`` once the drift is no longer linear).
+
+    Returns
+    -------
+    dict
+        ``"gram_entry"`` and ``"gram_entry_first"``: numpy arrays ``(R, members)``, the largest drift found and that
+        of the first-order step alone, for ``R = len(radii)``.
+
+    Raises
+    ------
+    ValueError
+        On a radius that is not positive.
+    """
+    radii = [float(D) for D in radii]
+    if not radii or any(not (D > 0) for D in radii):
+        raise ValueError(f"radii must be positive, got {radii}")
+    g = _device.generator(data_seed)
+    X = sphere_inputs(members * n, d, generator=g).reshape(members, n, d)
+    gi = _device.generator(init_seed)
+    p = init_params(d, m, H, members, generator=gi, dtype=X.dtype, device=X.device)
+    found = [gram_entry_ascent(p, X, D, net, refine=refine) for D in radii]
+    return {
+        "gram_entry": torch.stack([f["entry"] for f in found]).cpu().numpy(),
+        "gram_entry_first": torch.stack([f["steps"][0] for f in found]).cpu().numpy(),
+    }
+
+
 def sweep_point(
     m: int,
     H: int,
@@ -1606,6 +1724,7 @@ def sweep_point(
     loss: bool = False,
     hessian: bool = True,
     taylor: bool = True,
+    entry: bool = True,
 ) -> dict:
     """One point of :ref:`ch-parameter-ball`'s sweeps, as numpy arrays ``(members,)``: each member's own ``n`` inputs on the
     sphere (``X``: ``(members, n, d)``) and targets ``y ~ N(0, 1)`` from ``device.generator(data_seed)`` (the same
@@ -1657,7 +1776,9 @@ def sweep_point(
     y = randn((members, n), generator=g, dtype=X.dtype, device=X.device)
     gi = _device.generator(init_seed)
     p = init_params(d, m, H, members, generator=gi, dtype=X.dtype, device=X.device)
-    out = ball_measurements(p, X, D, net, iters=iters, generator=gi, ball_hessian=ball_hessian, hessian=hessian, taylor=taylor)
+    out = ball_measurements(
+        p, X, D, net, iters=iters, generator=gi, ball_hessian=ball_hessian, hessian=hessian, taylor=taylor, entry=entry
+    )
     if loss:
         out.update({f"loss_{k}": v for k, v in loss_hessian_measurements(p, X, y, D, net, iters=iters, generator=gi).items()})
     return {k: v.cpu().numpy() for k, v in out.items()}

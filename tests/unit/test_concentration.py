@@ -141,3 +141,52 @@ def test_sqrt_law_fit_recovers_coefficients():
     assert c2.high < 0  # slower than sqrt(d/n)
     with pytest.raises(ValueError, match="K = len"):
         cc.sqrt_law_fit(rho[:2], Y[:2])
+
+
+def test_truncated_means_match_monte_carlo_and_sum_to_one():
+    z = torch.randn(2_000_000, generator=torch.Generator().manual_seed(0), dtype=DT)
+    for tau in (0.5, 2.0, 4.0):
+        low, tail = cc.truncated_square_mean(tau), cc.truncated_tail_mean(tau)
+        assert abs(low + tail - 1) < 1e-12
+        assert abs(low - float(torch.clamp(z * z, max=tau).mean())) < 3e-3
+        assert abs(tail - float(torch.clamp(z * z - tau, min=0).mean())) < 3e-3
+    with pytest.raises(ValueError, match="positive"):
+        cc.truncated_square_mean(0.0)
+
+
+def test_single_member_deviation_is_centred_and_falls_like_root_n():
+    gen = torch.Generator().manual_seed(1)
+    small = cc.single_member_deviation(100, 4.0, 400, generator=gen).mean()
+    large = cc.single_member_deviation(10_000, 4.0, 400, generator=gen, chunk=50_000).mean()
+    tail = cc.single_member_deviation(10_000, 2.0, 50, part="remainder", generator=gen)
+    assert 7 < float(small / large) < 13  # sqrt(100) = 10, not 100
+    assert tail.shape == (50,) and bool((tail >= 0).all())
+    with pytest.raises(ValueError, match="part"):
+        cc.single_member_deviation(10, 1.0, 2, part="other")
+
+
+def test_net_reduction_holds_and_needs_its_factor():
+    net, eps = cc.circle_net(8)
+    assert net.shape == (8, 2) and abs(eps - 2 * math.sin(math.pi / 16)) < 1e-15
+    A = torch.randn(500, 2, 2, generator=torch.Generator().manual_seed(2), dtype=net.dtype)
+    A = (A + A.transpose(1, 2)) / 2
+    ratio = torch.linalg.matrix_norm(A, ord=2) * (1 - 2 * eps) / cc.net_quadratic_max(A, net)
+    assert float(ratio.max()) <= 1
+    v = torch.tensor([math.cos(math.pi / 8), math.sin(math.pi / 8)], dtype=net.dtype)
+    worst = torch.outer(v, v)[None]
+    assert float(cc.net_quadratic_max(worst, net)) < 1  # between two net points: the factor is needed
+    with pytest.raises(ValueError, match="symmetric"):
+        cc.net_quadratic_max(torch.tensor([[[0.0, 1.0], [0.0, 0.0]]], dtype=net.dtype), net)
+    with pytest.raises(ValueError, match="at least 3"):
+        cc.circle_net(2)
+
+
+def test_bernstein_bounds_the_exact_chi_square_tail():
+    import numpy as np
+
+    n, s = np.array([1.0, 10, 100, 1000])[:, None], np.linspace(0, 5, 51)[None]
+    exact = cc.chi_square_mean_tail(n, s)
+    assert np.all(exact <= cc.bernstein_tail(n, s, 4.0, 4.0))
+    assert np.any(exact > cc.bernstein_tail(n, s, 2.0, 4.0))  # sigma^2 = the variance fails
+    with pytest.raises(ValueError, match="s >= 0"):
+        cc.bernstein_tail(1, -1.0, 1.0, 1.0)

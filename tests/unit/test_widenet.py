@@ -279,3 +279,21 @@ def test_radius_exponent_recovers_the_exponent_with_its_corrections():
         wn.radius_exponent(radii[:4], Y[:4])
     with pytest.raises(ValueError, match="positive"):
         wn.radius_exponent(radii, -Y)
+
+
+def test_gram_entry_ascent_beats_other_directions_and_is_first_order_at_small_radius():
+    g = torch.Generator().manual_seed(3)
+    net = wn.Net("fc", "tanh", 1.0)
+    X = wn.sphere_inputs(3 * 5, 4, generator=g, dtype=torch.float64).reshape(3, 5, 4)
+    p = wn.init_params(4, 16, 2, 3, generator=g, dtype=torch.float64)
+    G0 = wn.last_layer_gram(p, X, net)
+    found = wn.gram_entry_ascent(p, X, 0.5, net, refine=2, budget=2_000)  # several batches of entries
+    assert found["entry"].shape == (3,) and found["steps"].shape == (3, 3)
+    assert bool((found["steps"][1:] >= found["steps"][:-1]).all())
+    for h in (wn.random_direction(p, 0.5, generator=g), wn.gram_ascent_direction(p, X, 0.5, net)):
+        other = wn.gram_drift(wn.last_layer_gram(paramlist.add(p, h), X, net), G0)[0]
+        assert bool((found["entry"] >= other).all())
+    tiny = wn.gram_entry_ascent(p, X, 1e-6, net, refine=0)
+    assert torch.allclose(tiny["entry"], tiny["first_order"], rtol=1e-4)
+    with pytest.raises(ValueError, match="refine"):
+        wn.gram_entry_ascent(p, X, 0.5, net, refine=-1)

@@ -5,7 +5,7 @@
     python tools/registry.py deviations     # every revision made after seeing data
 
 ``check`` reads every committed version of ``book/claims/*.yml`` (``git log``), then the working tree, and compares
-each version with the one before it, row by row:
+each version with its parent versions (a merge with each of the lines it joins), row by row:
 
 * a row whose rule changed (:func:`companion.registry.fingerprint`: kind, rule text, parameters, expected and wrong
   values, scales, erratum) must have gained a revision entry;
@@ -53,17 +53,30 @@ def git_available() -> bool:
         return False
 
 
-def versions(include_worktree: bool = True) -> list[Version]:
-    """Every committed version of the registry, oldest first, then the working tree."""
-    out = []
-    for line in _git("log", "--reverse", "--format=%H %cs", "--", REGISTRY).splitlines():
-        commit, date = line.split()
-        names = [n for n in _git("ls-tree", "--name-only", commit, f"{REGISTRY}/").split() if n.endswith(".yml")]
-        files = {Path(n).name: yaml.safe_load(_git("show", f"{commit}:{n}")) for n in names}
-        out.append(Version(f"{commit[:10]} ({date})", files))
+def _files_at(commit: str) -> dict[str, dict]:
+    names = [n for n in _git("ls-tree", "--name-only", commit, f"{REGISTRY}/").split() if n.endswith(".yml")]
+    return {Path(n).name: yaml.safe_load(_git("show", f"{commit}:{n}")) for n in names}
+
+
+def versions(include_worktree: bool = True) -> list[tuple[Version, list[str]]]:
+    """Every committed version of the registry with the names of the versions it follows, parents first.
+
+    The history is read as a graph (``git log --parents`` on the registry's folder, parents rewritten to the commits
+    that touched it), so that two lines of work merged together are each compared with their own parent, never
+    with each other. The working tree follows the version at ``HEAD``.
+    """
+    out: list[tuple[Version, list[str]]] = []
+    log = _git("log", "--reverse", "--topo-order", "--parents", "--format=%H %P|%cs", "--", REGISTRY)
+    for line in log.splitlines():
+        hashes, date = line.split("|")
+        commit, *parents = hashes.split()
+        out.append((Version(f"{commit[:10]} ({date})", _files_at(commit)), [p[:10] for p in parents]))
     if include_worktree:
         files = {p.name: yaml.safe_load(p.read_text()) for p in sorted((ROOT / REGISTRY).glob("*.yml"))}
-        out.append(Version("the working tree", files))
+        head = Version("HEAD", _files_at("HEAD")) if out else None
+        out.append((Version("the working tree", files), ["HEAD"] if head else []))
+        if head:
+            out.insert(len(out) - 1, (head, []))
     return out
 
 
@@ -106,9 +119,12 @@ def compare(before: Version, after: Version) -> list[str]:
 def history_problems() -> list[str]:
     """Every unrecorded change along the registry's history (empty when there is none)."""
     vs = versions()
+    by_name = {v.name.split()[0]: v for v, _ in vs}
     problems = []
-    for before, after in zip(vs, vs[1:]):
-        problems += compare(before, after)
+    for after, parents in vs:
+        for parent in parents:
+            if parent in by_name:
+                problems += compare(by_name[parent], after)
     return problems
 
 
@@ -125,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             print("not a git checkout: the registry's history cannot be read")
             return 2
         problems = history_problems()
-        print("\n".join(problems) or f"{len(versions()) - 1} committed versions: every change is recorded")
+        committed = sum(v.name not in ("HEAD", "the working tree") for v, _ in versions())
+        print("\n".join(problems) or f"{committed} committed versions: every change is recorded")
         return 1 if problems else 0
     regs = registry.load_all(ROOT / REGISTRY)
     if args.cmd == "show":

@@ -49,6 +49,7 @@ EXCUSES = {
     "definition": "a definition or a hypothesis of the setting",
     "standard-tool": "a standard tool quoted from the literature",
     "proof-step": "a step of a proof, covered by the result it serves",
+    "open-question": "a question the paper leaves open: it asserts nothing a row could check",
 }
 MARK = {"holds": "✅", "erratum": "⚠️", "fails": "❌"}
 

@@ -28,8 +28,9 @@ GROUPS = [
      "the deep network, its assumptions, the lemmas' right-hand sides, the searches that probe them, the step and the rate",
      ["activations", "assumptions", "deepnet", "polysum", "smoothness", "ratios", "search", "descent", "rate", "curvature"]),
     ("Paper B: a two-layer ReLU network learns a linear target",
-     "the empirical and the population network, the phases of training, uniform concentration",
-     ["relunet", "population", "landscape", "pl", "phases", "concentration"]),
+     "the empirical and the population network, the landscape, the phases of training, when training fails, "
+     "uniform concentration",
+     ["relunet", "population", "landscape", "pl", "phases", "failures", "concentration"]),
     ("Paper C: the parameter ball", "width-m fully connected and residual networks, their Gram matrices and Hessians",
      ["widenet"]),
 ]  # fmt: skip

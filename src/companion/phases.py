@@ -48,6 +48,10 @@ __all__ = [
     "imbalance_drift",
     "phase1_invariants",
     "initial_event",
+    "C4_HAT_LEMMA6",
+    "projection_event",
+    "projection_event_probability",
+    "projection_margin",
     "growth_rate",
     "chi2_flip_probability",
     "chi2_failure_probability",
@@ -55,11 +59,14 @@ __all__ = [
     "burn_in_slope",
     "predicted_burn_in_slope",
     "slope_ratio",
+    "paired_slopes",
     "refinement_rates",
     "failure_table",
     "mcnemar_exact",
     "linearised_errors",
     "linearised_rates",
+    "planted_modes",
+    "mode_rates",
 ]
 
 C6 = 6.0  #: Lemma 3's drift constant (Appendix C.1)
@@ -277,6 +284,72 @@ def initial_event(W0, v0, sigma) -> np.ndarray:
     return ((v0 >= wn / 2) & (v0 >= sig / 2) & (v0 <= 2 * sig)).all(-1)
 
 
+C4_HAT_LEMMA6 = 1 / 64  #: the largest ``ĉ_4`` of Lemma 6's (22) its proof admits: ``ĉ_4 ≤ 1/c_9 = tan(c_4)/64``, ``c_4 = π/4``
+
+
+def projection_event(W0, v0, a, c4_hat: float = C4_HAT_LEMMA6) -> np.ndarray:
+    """The third part of Lemma 6's initial event, per member ``(E,)`` bool: ``aᵀw_i(0) ≥ −ĉ_4 v_i(0)`` for both
+    neurons (Appendix C.4; :ref:`ch-three-phases`), in the book's sign convention ``sign(v_i) aᵀw_i(0) ≥ −ĉ_4|v_i(0)|``.
+
+    Parameters
+    ----------
+    W0 : Tensor or array, shape ``(E, k, d)``
+    v0 : Tensor or array, shape ``(E, k)``
+    a : Tensor or array, shape ``(d,)``
+    c4_hat : float
+        The constant ``ĉ_4`` (default :data:`C4_HAT_LEMMA6`, the largest the proof admits).
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape ``(E,)``
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> W0 = np.array([[[-0.01, 1.0], [0.0, 1.0]], [[-0.1, 1.0], [0.0, 1.0]]])
+    >>> projection_event(W0, np.array([[1.0, -1.0], [1.0, -1.0]]), np.array([1.0, 0.0])).tolist()
+    [True, False]
+    """
+    if not c4_hat > 0:
+        raise ValueError(f"c4_hat must be positive, got {c4_hat!r}")
+    W0, v0, a = _arr(W0), _arr(v0), _arr(a)
+    proj = np.sign(v0) * (W0 @ a)
+    return (proj >= -c4_hat * np.abs(v0)).all(-1)
+
+
+def projection_event_probability(d, c4_hat: float = C4_HAT_LEMMA6, k: int = 2) -> np.ndarray:
+    """Probability of :func:`projection_event` under Theorem 2's initialisation (:ref:`ch-three-phases`): with
+    ``aᵀw_i(0) = (σ/√d) Z`` and ``|v_i(0)| = (σ/√d) χ_d`` independent, one neuron satisfies it with probability
+    ``E[Φ(ĉ_4 χ_d)]`` (``‖a‖ = 1``), and ``k`` independent neurons with its ``k``-th power; by quadrature.
+
+    It tends to 1 only when ``ĉ_4 √d`` is large: at ``ĉ_4 = 1/64`` and ``d = 100``, ``Φ(0.156)² ≈ 0.32``.
+
+    Examples
+    --------
+    >>> round(float(projection_event_probability([100])[0]), 3)
+    0.316
+    """
+    from scipy import integrate, stats
+
+    d = np.atleast_1d(_arr(d)).astype(float)
+    one = [integrate.quad(lambda r, m=m: stats.norm.cdf(c4_hat * r) * stats.chi.pdf(r, m), 0, np.inf, epsrel=1e-10)[0] for m in d]
+    return np.array(one) ** k
+
+
+def projection_margin(h: dict, iterations, v0, T1, c4_hat: float = C4_HAT_LEMMA6) -> np.ndarray:
+    """Lemma 6's (22) along the alignment phase, per member ``(E,)``: the smallest
+    ``(sign(v_i) aᵀw_i(t) + ĉ_4|v_i(0)|) / |v_i(0)|`` over the recorded ``t ≤ T_1`` and both neurons (Appendix C.4;
+    :ref:`ch-three-phases`); (22) holds where it is ``≥ 0``. ``sign(v_i) aᵀw_i = ‖w_i‖ cos θ_i`` at ``‖a‖ = 1``, from the
+    history's ``w_norm`` and ``theta`` ``(R, E, k)``; ``v0 (E, k)``, ``T1 (E,)``.
+    """
+    it = _arr(iterations)
+    v0 = np.abs(_arr(v0))[None]
+    proj = h["w_norm"] * np.cos(h["theta"])
+    ratio = (proj + c4_hat * v0) / v0
+    window = it[:, None, None] <= _arr(T1)[None, :, None]
+    return np.where(window, ratio, np.inf).min((0, 2))
+
+
 def growth_rate(X: Tensor, a: Tensor, *, iters: int = 50) -> Tensor:
     """The linearised growth rate of the small-weight phase on data ``X (n, d)``, per sign ``(2,)`` (``+a``
     then ``−a``): ``g = ‖c(w)‖`` at the fixed point ``w ∝ s·c(w)`` of ``c(w) = (1/n) Σ_j 1{wᵀx_j > 0} x_j x_jᵀ a``
@@ -484,6 +557,45 @@ def slope_ratio(num, den, confidence: float = 0.99):
     se = abs(r) * math.hypot(num.stderr / num.value, den.stderr / den.value)
     z = float(st.norm.ppf(0.5 + confidence / 2))
     return Estimate(float(r), float(r - z * se), float(r + z * se), confidence, "delta method", stderr=float(se))
+
+
+def paired_slopes(sigma, T) -> np.ndarray:
+    """Per-member least-squares slope of the escape time against ``ln(1/σ)`` for *paired* initialisations: member
+    ``e`` starts at ``σ_s`` times one base draw for every scale ``s``, so its ``σ``-independent offset cancels and the
+    slope is the reciprocal growth rate ``1/ln(1 + μg)`` up to the rounding of ``T`` to whole steps (Theorem 2's
+    burn-in ``T ≳ c′(1/μ) ln(‖a‖/σ)``; :ref:`ch-three-phases`).
+
+    Parameters
+    ----------
+    sigma : array_like, shape ``(S,)``
+        The initial scales, at least two distinct.
+    T : array_like, shape ``(S, E)``
+        The escape time of member ``e`` started at scale ``σ_s``.
+
+    Returns
+    -------
+    numpy.ndarray, shape ``(E,)``
+        ``Σ_s (x_s − x̄)(T_se − T̄_e) / Σ_s (x_s − x̄)²`` with ``x = ln(1/σ)``.
+
+    Raises
+    ------
+    ValueError
+        If the shapes do not fit, fewer than two distinct scales are given, or a time is negative (never escaped).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> paired_slopes([1e-2, 1e-4], np.log([[1e2, 1e2], [1e4, 1e4]]) * 20 + [[3], [3]]).round(6).tolist()
+    [20.0, 20.0]
+    """
+    x = np.log(1 / _arr(sigma).astype(float)).ravel()
+    T = _arr(T).astype(float)
+    if T.ndim != 2 or T.shape[0] != x.size or np.ptp(x) == 0:
+        raise ValueError(f"need T (S, E) for S = {x.size} distinct scales, got shape {T.shape}")
+    if (T < 0).any():
+        raise ValueError("a member never escaped (negative time): raise the step budget")
+    xc = x - x.mean()
+    return xc @ (T - T.mean(0)) / (xc @ xc)
 
 
 def refinement_rates(iterations, error, *, low: float = 1e-12, high: float = 1e-7, confidence: float = 0.99):
@@ -728,4 +840,123 @@ def linearised_rates(
             f = semilog_slope(it[m], err[m, e], confidence)
             out["q"][e], out["q_low"][e], out["q_high"][e] = np.exp([f.value, f.low, f.high])
             out["q_lin"][e] = np.exp(semilog_slope(it[m], pred[e], confidence).value)
+    return out
+
+
+def planted_modes(X: Tensor, a: Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenpairs of the Gauss-Newton matrix ``JᵀJ/n`` of the empirical loss at the balanced planted solution
+    ``W* = [a, −a]``, ``v* = [1, −1]``, built from the data before any training (Theorem 2's local refinement
+    phase; :ref:`ch-three-phases`).
+
+    At an exact fit the Hessian is ``JᵀJ/n``; GD near the limit moves the coordinate of the deviation along the
+    eigenvector ``u_j`` by ``1 − μλ_j`` per step, whatever the other coordinates do. The first two eigenvalues are
+    zero (the rescalings ``(w_i, v_i) → (c w_i, v_i/c)``), so ``u_3`` is the slowest contracting mode.
+
+    Parameters
+    ----------
+    X : Tensor, shape ``(n, d)``
+        The data.
+    a : Tensor, shape ``(d,)``
+        The target direction.
+
+    Returns
+    -------
+    lam : numpy.ndarray, shape ``(2d + 2,)``
+        Eigenvalues, ascending.
+    U : numpy.ndarray, shape ``(2d + 2, 2d + 2)``
+        Eigenvectors in the columns, coordinates ordered as ``(w_1, w_2, v_1, v_2)``.
+
+    Raises
+    ------
+    ValueError
+        On tensors of the wrong rank or on different devices.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from companion import device, relunet
+    >>> a = relunet.unit_target(3)
+    >>> X, _ = relunet.gaussian_data(200, 3, a, generator=device.generator(0))
+    >>> lam, U = planted_modes(X, a)
+    >>> lam.shape, bool(abs(lam[:2]).max() < 1e-12 < lam[2])
+    ((8,), True)
+    """
+    validation.same_device(X=X, a=a)
+    validation.tensor("X", X, ndim=2)
+    validation.tensor("a", a, ndim=1)
+    W = torch.stack([a, -a]).unsqueeze(0)
+    v = torch.tensor([[1.0, -1.0]], dtype=X.dtype, device=X.device)
+    n, d = X.shape
+    pre = torch.einsum("nd,ekd->enk", X, W)
+    Jw = (v[:, None, :, None] * (pre > 0).to(X.dtype)[..., None] * X[None, :, None, :]).reshape(1, n, 2 * d)
+    J = torch.cat([Jw, torch.relu(pre)], -1)[0]
+    lam, U = torch.linalg.eigh(J.T @ J / n)
+    return lam.cpu().numpy(), U.cpu().numpy()
+
+
+def mode_rates(
+    snapshots, u, a: Tensor, W_end: Tensor, v_end: Tensor, *, low: float, high: float, confidence: float = 0.99
+) -> dict:
+    """Per-member contraction factor of the deviation's coordinate along one Gauss-Newton eigenvector ``u`` of
+    the planted solution (:func:`planted_modes`), fitted on the parameter snapshots whose error lies in a window
+    (Theorem 2's linear rate; :ref:`ch-three-phases`).
+
+    Parameters
+    ----------
+    snapshots : dict
+        ``{t: [W (E, 2, d), v (E, 2)]}``, the ``snapshots`` of a :class:`companion.gd.GDResult`, signs ``[+, −]``.
+    u : array_like, shape ``(2d + 2,)``
+        The eigenvector, coordinates ``(w_1, w_2, v_1, v_2)``.
+    a : Tensor, shape ``(d,)``
+        The target direction.
+    W_end, v_end : Tensor, shapes ``(E, 2, d)``, ``(E, 2)``
+        Each member's final parameters: only their imbalance ``b_i = ‖w_i‖² − v_i²`` (conserved up to Lemma 3's
+        drift) and signs are used, to place the member's limit on the planted solution's rescaling curve
+        (``|v_i|‖w_i‖ = ‖a‖ = 1``), the origin of its deviation.
+    low, high : float
+        The window of the planted error ``h`` (:func:`companion.relunet.planted_error`) in which the fit is made.
+    confidence : float
+        Coverage of the interval of :func:`companion.stats.semilog_slope`.
+
+    Returns
+    -------
+    dict of numpy.ndarray, each ``(E,)``
+        ``q, q_low, q_high`` (``nan`` with fewer than three snapshots in the window), ``points`` and ``h_start``
+        (the largest error in the window, the size of the neglected quadratic terms).
+
+    Raises
+    ------
+    ValueError
+        If ``low >= high`` or the shapes do not fit.
+    """
+    from .stats import semilog_slope
+
+    if not 0 < low < high:
+        raise ValueError(f"need 0 < low < high, got {low!r}, {high!r}")
+    times = np.array(sorted(snapshots), dtype=np.int64)
+    W = torch.stack([snapshots[int(t)][0] for t in times])  # (S, E, 2, d)
+    v = torch.stack([snapshots[int(t)][1] for t in times])  # (S, E, 2)
+    S, E, k, d = W.shape
+    u = torch.as_tensor(np.asarray(u, dtype=float), dtype=W.dtype, device=W.device)
+    if k != 2 or u.shape != (k * d + k,):
+        raise ValueError(f"need k = 2 snapshots and u of length 2d + 2, got k = {k}, u {tuple(u.shape)}")
+    # the limit on the planted solution's rescaling curve with the member's (conserved) imbalance b_i:
+    # |v_i| |w_i| = |a| = 1 and |w_i|^2 - v_i^2 = b_i give v_i^2 = (sqrt(b_i^2 + 4) - b_i) / 2
+    b = (W_end**2).sum(-1) - v_end**2
+    v_abs = torch.sqrt((torch.sqrt(b**2 + 4) - b) / 2)
+    sign = torch.sign(v_end)
+    v_lim = sign * v_abs
+    W_lim = (sign / v_abs).unsqueeze(-1) * a
+    delta = torch.cat([(W - W_lim).reshape(S, E, k * d), v - v_lim], -1)
+    coord = (delta @ u).abs().cpu().numpy()  # (S, E)
+    err = (v.unsqueeze(-1) * W - a).flatten(2).norm(dim=-1).cpu().numpy()  # (S, E)
+    out = {key: np.full(E, np.nan) for key in ("q", "q_low", "q_high", "h_start")}
+    out["points"] = np.zeros(E, dtype=int)
+    for e in range(E):
+        sel = (err[:, e] > low) & (err[:, e] < high) & (coord[:, e] > 0)
+        out["points"][e] = sel.sum()
+        if sel.sum() >= 3:
+            f = semilog_slope(times[sel], coord[sel, e], confidence)
+            out["q"][e], out["q_low"][e], out["q_high"][e] = np.exp([f.value, f.low, f.high])
+            out["h_start"][e] = err[sel, e].max()
     return out

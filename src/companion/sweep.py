@@ -26,7 +26,7 @@ chapter loads with :func:`load` (no ``torch.distributed`` needed to read it).
     Paper B, Section 3's remark on wide networks (:ref:`ch-failures`): ``k`` neurons, ``w_i ~ N(0, σ²/d I)``,
     ``v_i ~ N(0, σ²/k)`` (:func:`companion.relunet.gaussian_init`), GD with step ``mu`` for ``steps`` steps on
     the population loss (:func:`companion.population.make_loss_and_grad`) with target ``a = e₁``. Per
-    member: ``final_loss`` (population loss after training), ``fails`` (``final_loss > tau·‖a‖²``),
+    member: ``final_loss`` (population loss after training), ``fails`` (:func:`companion.failures.failed` at ``tau``),
     ``initial_signs_agree`` (all ``v_i(0)`` of one sign), ``growth_signs_agree`` (all
     :func:`companion.relunet.growth_sign` of one sign), ``diverged``.
 """
@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from . import device as cdevice
-from . import gd, population, relunet, validation
+from . import failures, gd, population, relunet, validation
 
 __all__ = ["SweepConfig", "EXPERIMENTS", "block_generator", "blocks", "run_sweep", "save", "load", "main"]
 
@@ -243,7 +243,7 @@ def _failure_run(
     s_g = relunet.growth_sign(W, v, a)
     out = {
         "final_loss": final,
-        "fails": ~(final <= float(p["tau"]) * float((a * a).sum())),  # NaN (diverged) counts as failed
+        "fails": torch.from_numpy(failures.failed(final, a, tau=float(p["tau"]))),  # NaN counts as failed
         "initial_signs_agree": (v > 0).all(1) | (v < 0).all(1),
         "growth_signs_agree": (s_g > 0).all(1) | (s_g < 0).all(1),
         "diverged": res.diverged,

@@ -3,7 +3,7 @@ import pytest
 import torch
 from scipy import stats
 
-from companion import device, phases, relunet
+from companion import device, gd, phases, relunet
 
 
 def test_first_hit_and_invariance():
@@ -142,3 +142,33 @@ def test_linearised_rate_from_the_engine_s_snapshots_matches_gd():
     assert np.all(lin["points"] >= 3) and np.all(lin["h0"] > 0)
     assert np.all(np.abs(lin["q"] - lin["q_lin"]) < 1e-5)  # the linear map predicts GD's rate
     assert np.all(lin["q"] < 1)
+
+
+def test_paired_slopes_cancel_the_offset_and_reject_bad_input():
+    sig = np.array([1e-4, 1e-6, 1e-8])
+    x = np.log(1 / sig)
+    T = 20.0 * x[:, None] + np.array([[3.0, -7.0]])  # per-member offsets
+    assert phases.paired_slopes(sig, T) == pytest.approx([20.0, 20.0])
+    with pytest.raises(ValueError):
+        phases.paired_slopes(sig, T[:2])
+    with pytest.raises(ValueError):
+        phases.paired_slopes(sig, -T)
+
+
+def test_planted_modes_null_space_and_mode_rate_of_linear_decay():
+    gen = device.generator(2)
+    a = relunet.unit_target(4)
+    X, Y = relunet.gaussian_data(400, 4, a, generator=gen)
+    lam, U = phases.planted_modes(X, a)
+    assert abs(lam[:2]).max() < 1e-10 and lam[2] > 0.05
+    # a deviation along u_3 alone decays by 1 - mu lambda_3 per step under GD near the planted point
+    W_star = torch.stack([a, -a]).unsqueeze(0)
+    v_star = torch.tensor([[1.0, -1.0]], dtype=a.dtype)
+    u3 = torch.as_tensor(U[:, 2], dtype=a.dtype)
+    W0 = W_star + 1e-4 * u3[:8].view(1, 2, 4)
+    v0 = v_star + 1e-4 * u3[8:].view(1, 2)
+    res = gd.run(relunet.make_loss_and_grad(X, Y), [W0, v0], 400, 0.1, snapshot_at=range(0, 400, 20), progress=False)
+    out = phases.mode_rates(res.snapshots, U[:, 2], a, W_star, v_star, low=1e-9, high=1e-3)
+    assert out["q"][0] == pytest.approx(1 - 0.1 * lam[2], abs=1e-5)
+    with pytest.raises(ValueError):
+        phases.mode_rates(res.snapshots, U[:, 2], a, W_star, v_star, low=1e-3, high=1e-9)

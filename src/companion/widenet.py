@@ -837,7 +837,8 @@ def gram_entry_ascent(
     ----------
     params : list of Tensor
         ``[W_1 (E, m, d), …, a (E, m)]``.
-    X : Tensor, shape (E, n, d)
+    X : Tensor, shape (E, n, d) or (n, d)
+        One set of inputs per member, or one shared by every member.
     D : float
         Radius of the ball.
     refine : int
@@ -861,6 +862,7 @@ def gram_entry_ascent(
     if isinstance(refine, bool) or not isinstance(refine, int) or refine < 0:
         raise ValueError(f"refine must be a non-negative integer, got {refine!r}")
     n = X.shape[-2]
+    X = X.expand(E, n, d) if X.ndim == 2 else X  # shared inputs: one copy per member
     rows, cols = torch.triu_indices(n, n)
     P = sum(v[0].numel() for v in params)
     chunk = max(1, budget // (E * P))

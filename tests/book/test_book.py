@@ -119,15 +119,10 @@ def test_chapters_share_the_running_box_and_name_their_records():
         assert "set_num_threads" not in text, f"{md.name}: chapters do not change global thread settings"
 
 
-# A name of one to three letters and an underscore (``m_``, ``hi_``) says nothing a reader can use. The chapters
-# below still bind such names; this list may only shrink (remove a name once its chapter renames it, never add one).
+# A name of one to three letters and an underscore (``m_``, ``hi_``) says nothing a reader can use. No chapter binds
+# one; the allowance per chapter stays empty (a name that must stay, e.g. the paper's own symbol, would go here).
 SHORT_NAME = re.compile(r"[A-Za-z]{1,3}_")
-SHORT_NAMES_ALLOWED = {
-    "05_closed_forms.md": {"a_", "b_", "hi_", "lo_", "m_", "mc_", "se_", "x_", "y_"},
-    "06_landscape.md": {"Wm_", "dev_", "g_", "n_"},
-    "07_pl_smoothness.md": {"H_", "W_", "ds_", "h_", "l_", "n_", "v_", "vp_"},
-    "09_failures.md": {"a_", "f_", "h_", "l_", "m_", "nx_", "p_", "s_"},
-}
+SHORT_NAMES_ALLOWED: dict[str, set[str]] = {}
 
 
 def _bound_names(source: str) -> set[str]:

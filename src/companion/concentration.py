@@ -591,6 +591,16 @@ def truncated_tail_mean(tau: float) -> float:
     With ``s = √τ``: ``E Z² 1{|Z| > s} = erfc(s/√2) + 2 s φ(s)``, so ``E (Z² − τ)₊ = (1 − τ) erfc(s/√2) + 2 s φ(s)``;
     it equals ``1 − E min(Z², τ)`` (:func:`truncated_square_mean`).
 
+    Parameters
+    ----------
+    tau : float
+        The truncation level ``τ > 0``.
+
+    Returns
+    -------
+    float
+        ``E (Z² − τ)₊``, in ``(0, 1)``.
+
     Raises
     ------
     ValueError
@@ -673,6 +683,11 @@ def single_member_deviation(
 def circle_net(points: int) -> tuple[Tensor, float]:
     """An ``ε``-net of the unit circle: ``points`` equally spaced unit vectors and its exact covering radius
     ``ε = 2 sin(π / (2 · points))`` (paper B, Appendix C.6, Step 1; :ref:`ch-uniform-concentration`).
+
+    Parameters
+    ----------
+    points : int
+        The number of points of the net, at least 3.
 
     Returns
     -------

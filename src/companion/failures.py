@@ -232,6 +232,21 @@ def signs_agree(sign) -> np.ndarray:
     """Whether all ``k`` signs of a member agree (two neurons of one sign represent only half of ``aᵀx``;
     :ref:`ch-failures`): ``(E, k)`` of ±1 → ``(E,)`` bool.
 
+    Parameters
+    ----------
+    sign : Tensor or array, shape ``(E, k)``
+        The signs of the output weights of each member's ``k`` neurons (any values: their signs are compared).
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape ``(E,)``
+        Whether all of a member's entries are positive, or all negative (a zero agrees with neither).
+
+    Raises
+    ------
+    ValueError
+        If ``sign`` is not two-dimensional.
+
     Examples
     --------
     >>> import numpy as np
@@ -252,13 +267,18 @@ def exceptions(predicted, fail, tied=None) -> dict:
     ----------
     predicted, fail : array of bool, shape ``(E,)``
     tied : array of bool, shape ``(E,)``, optional
-        Members with a near-tie (:attr:`GrowthSigns.tied`); ``None``: none.
+        Members with a near-tie (the field ``tied`` of the growth signs); ``None``: none.
 
     Returns
     -------
     dict
         ``decided`` and ``tied`` (member counts), ``mismatches`` (among the decided runs) and
         ``tied_mismatches`` (among the near-ties).
+
+    Raises
+    ------
+    ValueError
+        If ``predicted``, ``fail`` and ``tied`` do not have one shape.
 
     Examples
     --------

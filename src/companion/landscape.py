@@ -76,6 +76,10 @@ def continue_search(
     rounds
         Rounds of the search; each is ``iters`` Levenberg–Marquardt iterations with a fresh damping
         (:func:`companion.population.find_stationary`) and a Newton polish of at most ``polish_iters`` steps.
+    iters
+        Levenberg–Marquardt iterations per round.
+    polish_iters
+        The most Newton steps of each round's polish (:func:`companion.population.polish_stationary`).
     c_stat
         Rule 1: a run is stationary when ``‖∇L‖ ≤ c_stat · ε S``; it is then taken out of the batch.
 
@@ -83,6 +87,11 @@ def continue_search(
     -------
     Continuation
         The end points, their stationarity ratio and the history of ``‖θ‖`` and ``‖∇L‖`` over the rounds.
+
+    Raises
+    ------
+    ValueError
+        If ``rounds`` or ``iters`` is not a positive integer.
     """
     validation.positive_int("rounds", rounds)
     validation.positive_int("iters", iters)
@@ -112,6 +121,24 @@ def escaping(theta_norm: Tensor, grad_norm: Tensor) -> Tensor:
 
     A run that drifts along a valley to a critical point at infinity does both at every round; one that converges
     to a stationary point at a finite distance stops growing, and one that stalls stops falling.
+
+    Parameters
+    ----------
+    theta_norm : Tensor, shape (rounds + 1, E)
+        ``‖θ‖`` before the first round and after each (``Continuation.theta_norm``).
+    grad_norm : Tensor, shape (rounds + 1, E)
+        ``‖∇L‖`` likewise (``Continuation.grad_norm``).
+
+    Returns
+    -------
+    Tensor of bool, shape (E,)
+        Whether the run's ``‖θ‖`` strictly grows and its ``‖∇L‖`` strictly falls at every round.
+
+    Raises
+    ------
+    ValueError
+        If either is not a finite floating-point tensor of two dimensions, if their shapes differ, or if there
+        are fewer than two rows (``rounds + 1 < 2``).
     """
     validation.tensor("theta_norm", theta_norm, ndim=2)
     validation.tensor("grad_norm", grad_norm, ndim=2)

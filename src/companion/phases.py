@@ -303,6 +303,11 @@ def projection_event(W0, v0, a, c4_hat: float = C4_HAT_LEMMA6) -> np.ndarray:
     -------
     numpy.ndarray of bool, shape ``(E,)``
 
+    Raises
+    ------
+    ValueError
+        If ``c4_hat`` is not positive.
+
     Examples
     --------
     >>> import numpy as np
@@ -324,6 +329,20 @@ def projection_event_probability(d, c4_hat: float = C4_HAT_LEMMA6, k: int = 2) -
 
     It tends to 1 only when ``ĉ_4 √d`` is large: at ``ĉ_4 = 1/64`` and ``d = 100``, ``Φ(0.156)² ≈ 0.32``.
 
+    Parameters
+    ----------
+    d : int or sequence of int, shape ``(D,)``
+        The input dimensions (a scalar is taken as one).
+    c4_hat : float
+        The constant ``ĉ_4`` (default :data:`C4_HAT_LEMMA6`).
+    k : int
+        The number of neurons.
+
+    Returns
+    -------
+    numpy.ndarray of float, shape ``(D,)``
+        ``E[Φ(ĉ_4 χ_d)]^k`` for each ``d``.
+
     Examples
     --------
     >>> round(float(projection_event_probability([100])[0]), 3)
@@ -341,6 +360,25 @@ def projection_margin(h: dict, iterations, v0, T1, c4_hat: float = C4_HAT_LEMMA6
     ``(sign(v_i) aᵀw_i(t) + ĉ_4|v_i(0)|) / |v_i(0)|`` over the recorded ``t ≤ T_1`` and both neurons (Appendix C.4;
     :ref:`ch-three-phases`); (22) holds where it is ``≥ 0``. ``sign(v_i) aᵀw_i = ‖w_i‖ cos θ_i`` at ``‖a‖ = 1``, from the
     history's ``w_norm`` and ``theta`` ``(R, E, k)``; ``v0 (E, k)``, ``T1 (E,)``.
+
+    Parameters
+    ----------
+    h : dict
+        A history with ``"w_norm"`` (``‖w_i‖``) and ``"theta"`` (the angle ``θ_i`` of ``w_i`` to ``sign(v_i) a``),
+        each ``(R, E, k)``.
+    iterations : array, shape ``(R,)``
+        The iterations at which the history is recorded.
+    v0 : Tensor or array, shape ``(E, k)``
+        The initial output weights.
+    T1 : Tensor or array, shape ``(E,)``
+        Each member's end of the alignment phase.
+    c4_hat : float
+        The constant ``ĉ_4`` (default :data:`C4_HAT_LEMMA6`).
+
+    Returns
+    -------
+    numpy.ndarray of float, shape ``(E,)``
+        The smallest ratio over the recorded ``t ≤ T_1`` and both neurons (``inf`` where none is recorded).
     """
     it = _arr(iterations)
     v0 = np.abs(_arr(v0))[None]

@@ -58,8 +58,8 @@ CONSTANTS = {8: 0.05, 12: 2.5, 13: 0.05}
 class Jet:
     """A second-order Taylor number ``f(x₀ + ε) = value + d1 ε + d2 ε²/2`` (forward-mode differentiation).
 
-    ``Jet.variable(x)`` is the independent variable; ``+ − × ÷``, ``**`` (integer powers), :meth:`sin` and
-    :meth:`cos` propagate the first and second derivatives. The components may be floats or ``arb`` balls, so a
+    ``Jet.variable(x)`` is the independent variable; ``+ − × ÷``, ``**`` (integer powers), ``sin()`` and
+    ``cos()`` propagate the first and second derivatives. The components may be floats or ``arb`` balls, so a
     function written with these operations yields enclosures of its derivatives (used by :func:`certify_gap`).
     """
 
@@ -69,7 +69,20 @@ class Jet:
 
     @staticmethod
     def variable(x, direction: float = 1.0) -> Jet:
-        """The variable ``x`` (its derivative ``direction``: ``−1`` differentiates in ``t`` for ``x = π − t``)."""
+        """The variable ``x`` (its derivative ``direction``: ``−1`` differentiates in ``t`` for ``x = π − t``).
+
+        Parameters
+        ----------
+        x : float or arb
+            The value.
+        direction : float
+            The first derivative (``1.0``: differentiate in ``x`` itself).
+
+        Returns
+        -------
+        Jet
+            ``Jet(x, direction, 0.0)``.
+        """
         return Jet(x, direction, 0.0)
 
     @staticmethod
@@ -102,7 +115,13 @@ class Jet:
     __rmul__ = __mul__
 
     def reciprocal(self) -> Jet:
-        """``1/f``: ``(1/f)' = −f'/f²``, ``(1/f)'' = 2f'²/f³ − f''/f²``."""
+        """``1/f``: ``(1/f)' = −f'/f²``, ``(1/f)'' = 2f'²/f³ − f''/f²``.
+
+        Returns
+        -------
+        Jet
+            The value and the first two derivatives of ``1/f``.
+        """
         inv = 1 / self.value
         return Jet(inv, -self.d1 * inv * inv, 2 * self.d1 * self.d1 * inv * inv * inv - self.d2 * inv * inv)
 
@@ -121,10 +140,24 @@ class Jet:
         return out
 
     def sin(self) -> Jet:
+        """``sin f``: ``(sin f)' = f' cos f``, ``(sin f)'' = f'' cos f − f'² sin f``.
+
+        Returns
+        -------
+        Jet
+            The value and the first two derivatives of ``sin f``.
+        """
         s, c = _sin(self.value), _cos(self.value)
         return Jet(s, c * self.d1, -s * self.d1 * self.d1 + c * self.d2)
 
     def cos(self) -> Jet:
+        """``cos f``: ``(cos f)' = −f' sin f``, ``(cos f)'' = −f'' sin f − f'² cos f``.
+
+        Returns
+        -------
+        Jet
+            The value and the first two derivatives of ``cos f``.
+        """
         s, c = _sin(self.value), _cos(self.value)
         return Jet(c, -s * self.d1, -c * self.d1 * self.d1 - s * self.d2)
 
@@ -207,6 +240,17 @@ def printed_figure4(r, theta, alpha=0.05):
     ``α₁ = −½((π−θ)/π + 1 − α) r + ½ sin θ/π`` and ``α₂ = ½((π−θ)/π + 1 − α) − ½ r sin θ/π`` (the coefficients of
     ``w̄1ᵀa`` and ``w̄2ᵀa`` the proof prints); at ``r = 1`` it is the printed ``c − (1 − cos θ) α₂²/(1 − α)``.
     Types as in :func:`gap`.
+
+    Parameters
+    ----------
+    r, theta
+        ``r = ‖w̃1‖/‖w̃2‖`` and the angle ``θ``: floats, tensors (broadcast), ``arb`` balls or :class:`Jet` numbers.
+    alpha : float
+        Lemma 8's constant ``α``.
+
+    Returns
+    -------
+    The printed ``h̃/‖w2‖²`` at ``(r, θ)``, of the type of ``theta`` (broadcast with ``r``).
     """
     pi = _pi(theta)
     s, co = _sin(theta), _cos(theta)
@@ -220,7 +264,19 @@ def printed_figure4(r, theta, alpha=0.05):
 
 def printed_figure5(r, theta, alpha_t=0.05):
     """The paper's printed ``h̃/‖w̃2‖²`` of Figure 5 (Appendix B.4, Lemma 13; :ref:`ch-pl-smoothness`):
-    ``(1/8 − α̃/2)(r² + 1) − ((π(1/2 + 2α̃) − θ) cos θ + sin θ) r/(2π)``. Types as in :func:`gap`."""
+    ``(1/8 − α̃/2)(r² + 1) − ((π(1/2 + 2α̃) − θ) cos θ + sin θ) r/(2π)``. Types as in :func:`gap`.
+
+    Parameters
+    ----------
+    r, theta
+        ``r = ‖w̃1‖/‖w̃2‖`` and the angle ``θ``: floats, tensors (broadcast), ``arb`` balls or :class:`Jet` numbers.
+    alpha_t : float
+        Lemma 13's constant ``α̃``.
+
+    Returns
+    -------
+    The printed ``h̃/‖w̃2‖²`` at ``(r, θ)``, of the type of ``theta`` (broadcast with ``r``).
+    """
     pi = _pi(theta)
     return (1 / 8 - alpha_t / 2) * (r * r + 1) - ((pi * (0.5 + 2 * alpha_t) - theta) * _cos(theta) + _sin(theta)) * r / (2 * pi)
 
@@ -231,6 +287,23 @@ def boundary_constant(lemma: int, coef=None) -> float:
     At ``θ = π`` the kernel terms vanish (``sin θ = π − θ = 0``) and every side is a quadratic in ``r`` and ``a``
     along one axis: ``C = (1 − α)/8`` (Lemma 8), ``(κ − ¼)/2`` (Lemma 12, constant ``κ``), ``1/8 − α̃/2``
     (Lemma 13). Zero at ``r = 1``: the optimum ``w̃1 = −w̃2``.
+
+    Parameters
+    ----------
+    lemma : int
+        8, 12 or 13.
+    coef : float, optional
+        The lemma's constant (default :data:`CONSTANTS`).
+
+    Returns
+    -------
+    float
+        The constant ``C``.
+
+    Raises
+    ------
+    ValueError
+        For a lemma other than 8, 12, 13.
     """
     if lemma not in CONSTANTS:
         raise ValueError(f"lemma must be one of {sorted(CONSTANTS)}, got {lemma!r}")
@@ -301,6 +374,31 @@ def certify_gap(
 
     ``t_max`` is rounded up to the next float so that the region is covered. A piece that does not apply (a
     ``r_range`` inside the corner's ``r``) is skipped.
+
+    Parameters
+    ----------
+    f : callable
+        The gap ``f(r, θ)``, e.g. ``lambda r, th: gap(13, r, th)``.
+    t_max : float
+        The region's extent in ``θ``: ``θ ∈ [π − t_max, π]``.
+    r_range : (float, float)
+        The region's ``r`` interval, within ``[0, 1]``.
+    corner : (float, float)
+        ``(ρ, δ)``: the corner is ``r ≥ 1 − ρ, t ≤ δ``, with ``0 < ρ ≤ 1`` and ``0 < δ < t_max``.
+    max_boxes : int
+        The most boxes :func:`companion.certify.lower_bound` evaluates for each piece.
+
+    Returns
+    -------
+    GapCertificate
+        Whether every piece was proved, the proved margin off the corner, the proved curvature in it, and the pieces.
+
+    Raises
+    ------
+    ValueError
+        Unless ``0 ≤ r_lo ≤ r_hi ≤ 1``, ``0 < ρ ≤ 1`` and ``0 < δ < t_max``.
+    ImportError
+        Without python-flint.
     """
     if arb is None:  # pragma: no cover
         raise ImportError("companion.pl.certify_gap needs python-flint")

@@ -567,8 +567,10 @@ def parse(data: Mapping, path: Path | str = "<registry>") -> ChapterRegistry:
         if rid in rows or any(r.id == rid for r in retired):
             _fail(w, f"{rid} is both active and retired, or retired twice: an id is never reused")
         replaced = raw.get("replaced_by")
-        if replaced is not None and replaced not in rows:
-            _fail(w, f"replaced_by names {replaced!r}, which is not an active row of this chapter")
+        retired_ids = {r.get("id") for r in data.get("retired") or [] if isinstance(r, dict)}
+        if replaced is not None and replaced not in rows and replaced not in retired_ids:
+            # a replacement may itself be retired later (a chain of redesigns): it must still be a row of this chapter
+            _fail(w, f"replaced_by names {replaced!r}, which is no row (active or retired) of this chapter")
         revs = tuple(_revision(f"{w} revision {k + 1}", r) for k, r in enumerate(raw.get("revisions") or []))
         claim, date, reason = _text(w, raw, "claim"), _date(w, raw.get("retired")), _text(w, raw, "reason")
         retired.append(Retired(rid, claim, date, reason, replaced, revs))

@@ -841,8 +841,13 @@ def gram_entry_ascent(
         One set of inputs per member, or one shared by every member.
     D : float
         Radius of the ball.
+    net : Net
+        The architecture, activation and scalings.
     refine : int
         Projected-gradient steps after the first-order direction (0 for none).
+    budget : int
+        Parameter entries per batch: ``max(1, budget // (E P))`` entries ``(i, j)`` are ascended at once, for
+        ``P`` parameters per member.
 
     Returns
     -------
@@ -1428,6 +1433,10 @@ def ball_measurements(
         Measure the output Hessian (``hess``, ``hess_conv``).
     taylor : bool
         Measure the Taylor remainders.
+    entry : bool
+        Measure ``gram_entry`` and ``gram_entry_first``.
+    entry_refine : int
+        The projected-gradient steps of :func:`gram_entry_ascent` (its ``refine``).
 
     Returns
     -------
@@ -1685,6 +1694,29 @@ def entry_radius_sweep(
     Inputs and initialisation as in :func:`sweep_point` (same seeds, same draws); at each radius ``D`` the search of
     :func:`gram_entry_ascent` starts afresh (its direction depends on ``D`` once the drift is no longer linear).
 
+    Parameters
+    ----------
+    m : int
+        The width.
+    H : int
+        The depth.
+    radii : sequence of float, length R
+        The ball's radii, each ``> 0``.
+    n : int
+        Inputs per member.
+    d : int
+        The input dimension.
+    members : int
+        The ensemble size.
+    net : Net
+        The architecture, activation and scalings.
+    data_seed : int
+        The seed of the inputs.
+    init_seed : int
+        The seed of the initialisation.
+    refine : int
+        Projected-gradient steps of :func:`gram_entry_ascent`.
+
     Returns
     -------
     dict
@@ -1766,6 +1798,8 @@ def sweep_point(
     hessian : bool
         As in :func:`ball_measurements`.
     taylor : bool
+        As in :func:`ball_measurements`.
+    entry : bool
         As in :func:`ball_measurements`.
 
     Returns

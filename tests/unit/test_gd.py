@@ -627,7 +627,7 @@ def test_params_on_two_devices_rejected():
 
 # ---------------------------------------------------------------------------------------- compiled step (CPU)
 def _paper_a_tracker_problem(L=2, members=3):
-    """Chapter 4's setting in small: paper A's sigmoid net, target 1.5, members with κη_t and with η_t."""
+    """The rate chapter's setting (:ref:`ch-rate`) in small: paper A's sigmoid net, target 1.5, members with κη_t and with η_t."""
     g = cpu_gen(3)
     X = deepnet.ball_data(8, 2, generator=g, device="cpu", dtype=F64)
     y = torch.full((8,), 1.5, dtype=F64)
@@ -680,7 +680,7 @@ def test_compiled_tracker_loop_logic_on_cpu(monkeypatch):
 
 @pytest.mark.slow
 def test_compiled_step_with_torch_compile_on_cpu():
-    """A real ``torch.compile`` (inductor, C++ on the CPU) of Chapter 4's step with the Tracker: the same
+    """A real ``torch.compile`` (inductor, C++ on the CPU) of the rate chapter's step (:ref:`ch-rate`) with the Tracker: the same
     trajectory to float64 rounding, the same descent counts. Compiling takes tens of seconds on two cores."""
     lg, params, tracker = _paper_a_tracker_problem()
     runs = {}

@@ -72,11 +72,10 @@ def versions(include_worktree: bool = True) -> list[tuple[Version, list[str]]]:
         commit, *parents = hashes.split()
         out.append((Version(f"{commit[:10]} ({date})", _files_at(commit)), [p[:10] for p in parents]))
     if include_worktree:
+        if out:
+            out.append((Version("HEAD", _files_at("HEAD")), []))
         files = {p.name: yaml.safe_load(p.read_text()) for p in sorted((ROOT / REGISTRY).glob("*.yml"))}
-        head = Version("HEAD", _files_at("HEAD")) if out else None
-        out.append((Version("the working tree", files), ["HEAD"] if head else []))
-        if head:
-            out.insert(len(out) - 1, (head, []))
+        out.append((Version("the working tree", files), ["HEAD"] if out else []))
     return out
 
 
@@ -116,9 +115,10 @@ def compare(before: Version, after: Version) -> list[str]:
     return problems
 
 
-def history_problems() -> list[str]:
-    """Every unrecorded change along the registry's history (empty when there is none)."""
-    vs = versions()
+def history_problems(vs: list[tuple[Version, list[str]]] | None = None) -> list[str]:
+    """Every unrecorded change along the registry's history (empty when there is none); ``vs`` as
+    :func:`versions` returns it (read when not given)."""
+    vs = versions() if vs is None else vs
     by_name = {v.name.split()[0]: v for v, _ in vs}
     problems = []
     for after, parents in vs:
@@ -140,8 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         if not git_available():
             print("not a git checkout: the registry's history cannot be read")
             return 2
-        problems = history_problems()
-        committed = sum(v.name not in ("HEAD", "the working tree") for v, _ in versions())
+        vs = versions()
+        problems = history_problems(vs)
+        committed = sum(v.name not in ("HEAD", "the working tree") for v, _ in vs)
         print("\n".join(problems) or f"{committed} committed versions: every change is recorded")
         return 1 if problems else 0
     regs = registry.load_all(ROOT / REGISTRY)

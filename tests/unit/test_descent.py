@@ -5,6 +5,7 @@ The remainder and the step are compared with plain-Python loops over the indices
 
 import pytest
 import torch
+from paper_a_cases import CASES
 
 from companion import activations, deepnet, descent, gd, search
 
@@ -22,15 +23,6 @@ def ref_46_remainder(a, r, loss, L, dmax, cJ=2.0):
 def ref_eta(a, loss, L, dmax, cJ=2.0):
     rho = 2 ** (2 * L + 3) * cJ * dmax**1.5 * L**5
     return 1.0 / (rho * (1 + loss**0.5) * sum(a**i for i in range(0, 2 * L - 1)))
-
-
-CASES = [
-    (a, b, r, loss)
-    for a in (0.0, 0.1, 1.0, 3.7, 20.0)
-    for b in (0.0, 0.5, 1.0, 20.0)
-    for r in (1e-3, 1.0, 10.0)
-    for loss in (0.0, 0.3, 5.0)
-]
 
 
 @pytest.mark.parametrize("L", [2, 3, 4, 5])

@@ -9,6 +9,7 @@ import math
 
 import pytest
 import torch
+from paper_a_cases import CASES
 
 from companion import activations, assumptions, deepnet, search, smoothness, stats
 
@@ -40,15 +41,6 @@ def ref_45(a, b, r, loss, L, dmax, cJ=2.0):
         for i in range(0, 2 * L - j - 1):
             s += a**j * b**i
     return 8 * cJ * dmax * L**3 * r * (1 + loss**0.5) * s
-
-
-CASES = [
-    (a, b, r, loss)
-    for a in (0.0, 0.1, 1.0, 3.7, 20.0)
-    for b in (0.0, 0.5, 1.0, 20.0)
-    for r in (1e-3, 1.0, 10.0)
-    for loss in (0.0, 0.3, 5.0)
-]
 
 
 @pytest.mark.parametrize("L", [2, 3, 4, 5])

@@ -816,13 +816,75 @@ def gram_ascent_direction(params: Params, X: Tensor, D: float, net: Net = Net())
     return paramlist.scale_to(g, D)
 
 
-def _pair_gram_entry(params: Params, Xp: Tensor, net: Net) -> Tensor:
-    """``G_H[0, 1]`` per member for inputs ``Xp`` ``(E, 2, d)``: the entry depends on its two inputs only."""
-    return last_layer_gram(params, Xp, net)[:, 0, 1]
+def _pair_entries(params: Params, Xp: Tensor, net: Net, lowrank=None, taps=None):
+    """``G_H,ij`` per member and entry at ``θ0 + h`` for the input pairs ``Xp`` ``(E, K, 2, d)``, where ``h`` is
+    given in factored form: ``lowrank = (factors, da)``, ``factors[h - 1] = (U (E, K, m, 2), V (E, K, m_in, 2))``
+    adds ``U Vᵀ`` to ``W_h`` and ``da`` ``(E, K, m)`` to ``a``, one perturbation per entry (``None``: ``h = 0``).
+    ``taps``: ``H`` zero tensors ``(E, K, 2, m)`` added to the pre-activations and one ``(E, K, m)`` added to
+    ``a``, for the gradient. Returns ``(G (E, K), xs)`` with ``xs = [x_0 … x_H]``, each ``(E, K, 2, ·)``."""
+    H = depth(params)
+    act = activations.get(net.act)
+    a = params[-1]
+    E, m = a.shape
+    K = Xp.shape[1]
+    s = net.scales(H)
+    x, xs, z = Xp, [Xp], None
+    for h in range(1, H + 1):
+        W = params[h - 1]
+        z = (x.reshape(E, 2 * K, -1) @ W.transpose(-1, -2)).reshape(E, K, 2, m)  # W shared by the K entries
+        if lowrank is not None:
+            U, V = lowrank[0][h - 1]
+            z = z + (x @ V) @ U.transpose(-1, -2)  # (U Vᵀ) x per entry, never forming U Vᵀ
+        if taps is not None:
+            z = z + taps[h - 1]
+        out = (s[h - 1] / math.sqrt(m)) * act.fn(z)
+        x = out if (h == 1 or net.arch == "fc") else x + out
+        xs.append(x)
+    a = a.unsqueeze(1).expand(E, K, m)
+    if lowrank is not None:
+        a = a + lowrank[1]
+    if taps is not None:
+        a = a + taps[H]
+    g = a.unsqueeze(2) * act.d1(z)  # (E, K, 2, m): a_r σ'(Z_{i,r})
+    Xh = xs[H - 1]
+    G = (s[-1] ** 2) * (Xh[:, :, 0] * Xh[:, :, 1]).sum(-1) * (g[:, :, 0] * g[:, :, 1]).sum(-1) / m
+    return G, xs
+
+
+def _pair_entry_gradients(params: Params, Xp: Tensor, net: Net, lowrank=None):
+    """``∇_θ G_H,ij`` at ``θ0 + h`` per member and entry, factored: each ``∂G_ij/∂W_h = Σ_{k ∈ {i, j}} δ_{h,k}
+    x_{h−1,k}ᵀ`` has rank two (``G_ij`` depends on two inputs), so it is returned as ``(U, V) = (δ_hᵀ, x_{h−1}ᵀ)``
+    with ``∂G/∂W_h = U Vᵀ``, beside ``∂G/∂a`` ``(E, K, m)`` and the squared norm ``‖∇G_ij‖²`` ``(E, K)``."""
+    H = depth(params)
+    E, m = params[-1].shape
+    K = Xp.shape[1]
+    ref = params[-1]
+    with torch.enable_grad():
+        taps = [torch.zeros(E, K, 2, m, dtype=ref.dtype, device=ref.device, requires_grad=True) for _ in range(H)]
+        taps.append(torch.zeros(E, K, m, dtype=ref.dtype, device=ref.device, requires_grad=True))
+        detached = [p.detach() for p in params]
+        lr = None if lowrank is None else ([(U.detach(), V.detach()) for U, V in lowrank[0]], lowrank[1].detach())
+        G, xs = _pair_entries(detached, Xp, net, lr, taps)
+        deltas = torch.autograd.grad(G.sum(), taps)
+    factors = [(deltas[h].transpose(-1, -2), xs[h].detach().transpose(-1, -2)) for h in range(H)]
+    ga = deltas[H]
+    sq = (ga * ga).sum(-1)
+    for U, V in factors:  # ‖U Vᵀ‖_F² = Σ (UᵀU) ∘ (VᵀV), 2 × 2 per entry
+        sq = sq + ((U.transpose(-1, -2) @ U) * (V.transpose(-1, -2) @ V)).sum((-1, -2))
+    return factors, ga, sq
+
+
+def _scaled(factors, ga, sq, c):
+    """The factored direction times ``c / ‖∇G‖`` (``c``: a float, ``sq``: ``(E, K)``); the factors ``V`` are
+    shared. Raises ``ValueError`` on a zero gradient, like :func:`companion.paramlist.scale_to`."""
+    if bool((sq == 0).any()):
+        raise ValueError("cannot rescale a zero direction")
+    k = c / sq.sqrt()
+    return [(U * k[..., None, None], V) for U, V in factors], ga * k[..., None]
 
 
 def gram_entry_ascent(
-    params: Params, X: Tensor, D: float, net: Net = Net(), *, refine: int = 1, budget: int = 40_000_000
+    params: Params, X: Tensor, D: float, net: Net = Net(), *, refine: int = 1, budget: int = 20_000_000
 ) -> dict:
     """The largest entrywise drift ``max_{i ≤ j} |G_H,ij(θ0 + h) − G_H,ij(θ0)|`` over ``‖h‖ = D``, each entry
     ascended directly (paper C's Gram drift bound ``|ΔG_H,ij| ≤ TD/√m``; :ref:`ch-parameter-ball`).
@@ -830,8 +892,10 @@ def gram_entry_ascent(
     For every entry ``(i, j)``, ``i ≤ j``, the direction ``h = ± D ∇G_ij/‖∇G_ij‖`` is its steepest ascent to first
     order (both signs are evaluated); ``refine`` further projected-gradient steps on the sphere ``‖h‖ = D`` (the
     gradient taken at ``θ0 + h``) follow, and the value after each step is kept, so that the search's convergence is
-    part of the result. ``G_ij`` depends on inputs ``i`` and ``j`` only, so each entry costs a two-input pass; entries
-    are batched along the ensemble axis (``budget``: parameter entries per batch).
+    part of the result. ``G_ij`` depends on inputs ``i`` and ``j`` only, so each entry costs a two-input pass, and
+    its gradient with respect to each ``W_h`` has rank two: every direction is carried in factored form
+    (``W_h + U Vᵀ``, ``U`` of shape ``(m, 2)``), the weights are shared by all entries, and no copy of the
+    parameters is made per entry.
 
     Parameters
     ----------
@@ -846,8 +910,7 @@ def gram_entry_ascent(
     refine : int
         Projected-gradient steps after the first-order direction (0 for none).
     budget : int
-        Parameter entries per batch: ``max(1, budget // (E P))`` entries ``(i, j)`` are ascended at once, for
-        ``P`` parameters per member.
+        Activation entries per batch: ``max(1, budget // (2 E m H))`` entries ``(i, j)`` are ascended at once.
 
     Returns
     -------
@@ -869,28 +932,22 @@ def gram_entry_ascent(
     n = X.shape[-2]
     X = X.expand(E, n, d) if X.ndim == 2 else X  # shared inputs: one copy per member
     rows, cols = torch.triu_indices(n, n)
-    P = sum(v[0].numel() for v in params)
-    chunk = max(1, budget // (E * P))
+    chunk = max(1, budget // (2 * E * m * H))
     best = torch.zeros(refine + 1, E, dtype=X.dtype, device=X.device)
     first = torch.zeros(E, dtype=X.dtype, device=X.device)
+    params = [p.detach() for p in params]
     for start in range(0, rows.numel(), chunk):
         ri, ci = rows[start : start + chunk], cols[start : start + chunk]
-        K = ri.numel()
-        rep = [v.detach().repeat_interleave(K, 0) for v in params]  # (E K, ...), member-major
-        Xp = torch.stack([X[:, ri], X[:, ci]], 2).reshape(E * K, 2, d)
-        g0 = _pair_gram_entry(rep, Xp, net).detach()
-        h = grad(lambda p: _pair_gram_entry(p, Xp, net).sum())(rep)
-        first = torch.maximum(first, D * paramlist.sq_norm(h).sqrt().view(E, K).max(1).values)
-        dirs = [paramlist.scale_to(h, D), paramlist.scale_to([-t for t in h], D)]
+        Xp = torch.stack([X[:, ri], X[:, ci]], 2)  # (E, K, 2, d)
+        g0 = _pair_entries(params, Xp, net)[0].detach()
+        factors, ga, sq = _pair_entry_gradients(params, Xp, net)
+        first = torch.maximum(first, D * sq.sqrt().max(1).values)
+        dirs = [_scaled(factors, ga, sq, sign * D) for sign in (1.0, -1.0)]
         for step in range(refine + 1):
-            vals = [(_pair_gram_entry(paramlist.add(rep, u), Xp, net).detach() - g0).abs() for u in dirs]
-            best[step] = torch.maximum(best[step], torch.maximum(*vals).view(E, K).max(1).values)
+            vals = [(_pair_entries(params, Xp, net, u)[0].detach() - g0).abs() for u in dirs]
+            best[step] = torch.maximum(best[step], torch.maximum(*vals).max(1).values)
             if step < refine:
-                moved = []
-                for sign, u in zip((1.0, -1.0), dirs):
-                    gu = grad(lambda p: _pair_gram_entry(p, Xp, net).sum())(paramlist.add(rep, u))
-                    moved.append(paramlist.scale_to([sign * t for t in gu], D))
-                dirs = moved
+                dirs = [_scaled(*_pair_entry_gradients(params, Xp, net, u), sign * D) for sign, u in zip((1.0, -1.0), dirs)]
     best = torch.cummax(best, 0).values
     return {"entry": best[-1].detach(), "steps": best.detach(), "first_order": first.detach()}
 
@@ -1023,13 +1080,21 @@ def weighted_output_hvp(params: Params, X: Tensor, c: Tensor, v: Params, net: Ne
     return _hvp(lambda p: (_forward(p, X, net)[0] * c).sum(), params, v)
 
 
+BASIS_BYTES = 2**31
+"""The largest Krylov basis (bytes, all members) that :func:`output_hessian_norm` stores to get its Ritz vector;
+beyond it the vector is rebuilt by a second pass of the three-term recurrence, holding three vectors per member."""
+
+
 def _operator_norm(params: Params, hvp, iters: int, generator, history: bool = False, vector: bool = False):
-    """Lanczos (:func:`companion.curvature.lanczos`, three-vector recurrence) on the symmetric operator ``hvp``
-    acting on parameter lists; returns the :class:`~companion.curvature.LanczosResult`."""
+    """Lanczos (:func:`companion.curvature.lanczos`) on the symmetric operator ``hvp`` acting on parameter lists;
+    returns the :class:`~companion.curvature.LanczosResult`. The three-vector recurrence, except where the Ritz
+    vector is wanted and the Krylov basis fits in :data:`BASIS_BYTES`: then the stored basis gives the vector, and
+    the second pass of the recurrence that would rebuild it (``iters`` more Hessian-vector products) is saved."""
     validation.positive_int("iters", iters)
     shapes = [tuple(v.shape[1:]) for v in params]
     v0 = curvature.flatten([randn(v.shape, generator=generator, dtype=v.dtype, device=v.device) for v in params])
     E, P = v0.shape
+    stored = vector and E * min(iters, P) * P * v0.element_size() <= BASIS_BYTES
 
     def mv(q: Tensor) -> Tensor:
         return curvature.flatten(hvp(curvature.unflatten(q, shapes)))
@@ -1040,7 +1105,7 @@ def _operator_norm(params: Params, hvp, iters: int, generator, history: bool = F
         P,
         iters,
         v0=v0,
-        reorthogonalize=False,
+        reorthogonalize=stored,
         history=True,
         vector=vector,
         dtype=v0.dtype,

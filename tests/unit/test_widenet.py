@@ -281,6 +281,44 @@ def test_radius_exponent_recovers_the_exponent_with_its_corrections():
         wn.radius_exponent(radii, -Y)
 
 
+def _dense_gram_entry_ascent(params, X, D, net, refine):
+    """The reference for the factored search: every entry's parameters copied and ascended with torch.func.grad on
+    the full (dense) parameters."""
+    E, n = X.shape[0], X.shape[1]
+    rows, cols = torch.triu_indices(n, n)
+    K = rows.numel()
+    rep = [v.detach().repeat_interleave(K, 0) for v in params]
+    Xp = torch.stack([X[:, rows], X[:, cols]], 2).reshape(E * K, 2, X.shape[-1])
+
+    def entry(p):
+        return wn.last_layer_gram(p, Xp, net)[:, 0, 1]
+
+    g0 = entry(rep)
+    h = torch.func.grad(lambda p: entry(p).sum())(rep)
+    first = D * paramlist.sq_norm(h).sqrt().view(E, K).max(1).values
+    dirs = [paramlist.scale_to(h, D), paramlist.scale_to([-t for t in h], D)]
+    steps = []
+    for _ in range(refine + 1):
+        vals = [(entry(paramlist.add(rep, u)) - g0).abs() for u in dirs]
+        steps.append(torch.maximum(*vals).view(E, K).max(1).values)
+        grads = [torch.func.grad(lambda p: entry(p).sum())(paramlist.add(rep, u)) for u in dirs]
+        dirs = [paramlist.scale_to([s * t for t in gu], D) for s, gu in zip((1.0, -1.0), grads)]
+    return torch.cummax(torch.stack(steps), 0).values, first
+
+
+@pytest.mark.parametrize("arch", ["fc", "res"])
+@pytest.mark.parametrize("H", [1, 3])
+def test_gram_entry_ascent_factored_equals_dense_reference(arch, H):
+    g = torch.Generator().manual_seed(5)
+    net = wn.Net(arch, "tanh", 1.0)
+    X = wn.sphere_inputs(2 * 4, 3, generator=g, dtype=torch.float64).reshape(2, 4, 3)
+    p = wn.init_params(3, 7, H, 2, generator=g, dtype=torch.float64)
+    steps, first = _dense_gram_entry_ascent(p, X, 0.7, net, refine=2)
+    found = wn.gram_entry_ascent(p, X, 0.7, net, refine=2, budget=200)  # several batches of entries
+    torch.testing.assert_close(found["steps"], steps, rtol=1e-12, atol=0)
+    torch.testing.assert_close(found["first_order"], first, rtol=1e-12, atol=0)
+
+
 def test_gram_entry_ascent_beats_other_directions_and_is_first_order_at_small_radius():
     g = torch.Generator().manual_seed(3)
     net = wn.Net("fc", "tanh", 1.0)

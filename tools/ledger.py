@@ -68,8 +68,15 @@ def chapters() -> list[tuple[str, str]]:
             text = md.read_text() if md.exists() else ""
             label, title = re.search(r"^\((ch-[a-z0-9-]+)\)=$", text, re.M), re.search(r"^# (.+)$", text, re.M)
             if text.startswith("---\njupytext:") and label and title:
-                out.append((label.group(1), title.group(1).replace("$", "")))
+                out.append((label.group(1), _plain(title.group(1))))
     return out
+
+
+def _plain(title: str) -> str:
+    """A chapter title without its TeX, for a Markdown table: ``n \\propto d`` -> ``n ∝ d``."""
+    for tex, text in (("\\propto", "∝"), ("$", "")):
+        title = title.replace(tex, text)
+    return re.sub(r"\s+", " ", title).strip()
 
 
 def load_run(name: str) -> list[dict]:
@@ -85,10 +92,12 @@ def _by_chapter(records: list[dict]) -> dict[str, list[dict]]:
 
 
 def _machine(records: list[dict]) -> str:
+    """Date, machine and device of a run, and every commit its chapters ran at (a chapter re-run later keeps its own)."""
     r = records[0]
-    return (
-        f"{r['date'][:10]}, {r.get('machine', '?')}, {r.get('cpu_count', '?')} CPU cores, {r['device']}, commit {r['commit'][:7]}"
-    )
+    commits = sorted({x["commit"][:7] for x in records})
+    what = "commit" if len(commits) == 1 else "commits"
+    where = f"{r.get('machine', '?')}, {r.get('cpu_count', '?')} CPU cores, {r['device']}"
+    return f"{r['date'][:10]}, {where}, {what} {', '.join(commits)}"
 
 
 def timing_table() -> str:
@@ -103,7 +112,7 @@ def timing_table() -> str:
         total = [total[0] + q, total[1] + p]
         lines.append(f"| {title} | {q:.0f} | {p:.0f} |")
     lines.append(f"| all chapters | {total[0]:.0f} | {total[1]:.0f} |")
-    q0, p0 = next(iter(quick.values())), next(iter(paper.values()))
+    q0, p0 = [r for rs in quick.values() for r in rs], [r for rs in paper.values() for r in rs]
     return (
         "\n".join(lines)
         + f"\n\nQuick: {_machine(q0)}. Paper: {_machine(p0)}. Each chapter's wall time from its first import of the"
@@ -129,7 +138,7 @@ def precision_table() -> str:
         else:
             verdict, why = "**float32 keeps all verdicts**", ""
         lines.append(f"| {title} | {verdict} | {why} |")
-    return "\n".join(lines) + f"\n\nFloat32 run: {_machine(next(iter(runs.values())))}, quick scale.\n"
+    return "\n".join(lines) + f"\n\nFloat32 run: {_machine([r for rs in runs.values() for r in rs])}, quick scale.\n"
 
 
 def write_tables(readme: Path = ROOT / "README.md") -> None:

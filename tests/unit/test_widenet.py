@@ -51,8 +51,14 @@ def test_grams_match_jacrev(gen, arch, act):
 
 
 @pytest.mark.parametrize("arch", ["fc", "res"])
-def test_hvp_lanczos_and_eigenvector_match_dense_hessian(gen, arch):
-    """output_hessian_norm (curvature.lanczos, three-vector mode, Ritz vector by a second pass) = dense Hessian."""
+@pytest.mark.parametrize("stored", [True, False], ids=["stored-basis", "three-vector"])
+@pytest.mark.parametrize("func", [True, False], ids=["forward-over-reverse", "double-backward"])
+def test_hvp_lanczos_and_eigenvector_match_dense_hessian(gen, arch, stored, func, monkeypatch):
+    """output_hessian_norm = dense Hessian, on both paths of each switch: the Ritz vector from the stored Krylov basis
+    or by a second pass of the three-vector recurrence (BASIS_BYTES), and the products by forward-over-reverse or by
+    double backward (FUNC_HVP_MIN_PARAMS)."""
+    monkeypatch.setattr(wn, "BASIS_BYTES", 2**40 if stored else 0)
+    monkeypatch.setattr(wn, "FUNC_HVP_MIN_PARAMS", 0 if func else 2**40)
     net, p, X = _setup(gen, arch)
     v = wn.random_direction(p, 1.0, generator=gen)
     hv_a, hv_f = wn.output_hvp(p, X[0], v, net), wn.output_hvp(p, X[0], v, net, method="func")

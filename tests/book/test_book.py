@@ -67,6 +67,31 @@ PRIVATE_CALL = re.compile(r"\b[A-Za-z_][\w.]*\._[a-z]\w*\(")
 MAX_CELL_STATEMENTS = 30
 
 
+def _glued_patterns(code: str) -> list[re.Pattern]:
+    """The keys a chapter's code glues, as patterns: ``glue("key", …)`` exactly, ``glue(f"key_l{L}", …)`` with every
+    replacement field read as any text."""
+    out = []
+    for prefix, key in re.findall(r"\bglue\(\s*(f?)([\"'][^\"']+[\"'])", code):
+        body = key[1:-1]
+        parts = re.split(r"\{[^}]*\}", body) if prefix else [body]
+        out.append(re.compile(".+".join(re.escape(part) for part in parts) + r"\Z"))
+    return out
+
+
+def test_every_glued_number_in_the_prose_is_glued_by_the_code():
+    """The execution-off -W build of the test suite cannot see a missing glue key (it has no outputs), so the prose's
+    ``{glue:text}`key:format``` references are matched against the code's ``glue(...)`` calls here."""
+    import jupytext
+
+    for md in chapters.chapters():
+        nb = jupytext.read(md)
+        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        patterns = _glued_patterns(code)
+        for key in re.findall(r"\{glue(?::\w+)?\}`([^`:]+)", prose):
+            assert any(p.match(key) for p in patterns), f"{md.name}: the prose cites glue key {key!r} that no cell glues"
+
+
 def _code_cells(md: Path) -> list[tuple[int, list[str]]]:
     """(index, non-blank source lines) of every code cell of a chapter."""
     import jupytext

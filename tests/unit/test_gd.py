@@ -533,7 +533,7 @@ def _paper_b_per_member_eta():
             _paper_a_closure,
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="deepnet.loss_and_gradient validates params, X and y (finite: bool(isfinite.all())) on "
+                reason="deepnet.loss_and_gradient validates params, X and y (finite: bool() of validation.all_finite) on "
                 "every call: ~7 host syncs per step on CUDA; deepnet.make_loss_and_grad removes them",
             ),
         ),

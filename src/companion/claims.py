@@ -437,7 +437,9 @@ class ClaimCheck:
         where = row_id
         wrong_label = None
         if rule.wrong is not None and (tested or control is not None):
-            wrong_label = rule.wrong.label or (f"{rule.wrong.value:g}" if rule.wrong.value is not None else rule.wrong.computed)
+            wrong_label = rule.wrong.label or (
+                _registry._show(rule.wrong.value) if rule.wrong.value is not None else rule.wrong.computed
+            )
             wrong_label = _format(wrong_label, context, where)
         row = Claim(
             id=row_id,
@@ -481,7 +483,8 @@ class ClaimCheck:
         value: float | None = None,
         interval=None,
     ) -> bool:
-        """A value row: the verdict is ``test(expected)``, the negative control ``test(wrong)``.
+        """A value row: the verdict is ``test(expected)``, the negative control ``test(wrong)`` (with several registered
+        wrong values, a tuple such as ``(0, 1)``: accepted when the test accepts any of them).
 
         ``test`` is the registered rule as code (e.g. ``fit.contains``: the interval contains the value). ``expected``
         and ``wrong`` come from the registry; pass them only where the registry says the chapter computes them
@@ -516,13 +519,14 @@ class ClaimCheck:
             raise ValueError(f"{row_id}: compare() needs a registered wrong value (rule.wrong)")
         exp = self._quantity(row_id, "expected", rule.expected, expected)
         wro = self._quantity(row_id, "wrong", rule.wrong, wrong)
-        if exp == wro:
+        wrongs = wro if isinstance(wro, tuple) else (wro,)
+        if exp in wrongs:
             raise ValueError(f"{row_id}: expected and wrong must be distinct, got {exp!r} twice")
         return self.add(
             row_id,
             measured=measured,
             passed=test(exp),
-            control=test(wro),
+            control=any(test(w) for w in wrongs),
             control_measured=control_measured,
             fields=fields,
             computed=computed,

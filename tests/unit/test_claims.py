@@ -254,3 +254,19 @@ def test_runner_reads_records_on_another_stream_and_with_controls(tmp_path):
     assert falsified.problems == []  # the row holds on the data, its control is rejected
     table = robustness.seeds_table({"toy": [plain, falsified]}, "quick")
     assert "| toy | `toy.mean` mean is 0 | ✅ | ✅ |" in table
+
+
+def test_compare_with_several_wrong_values_fails_its_control_on_any(monkeypatch):
+    """A value row may register a tuple of wrong values (e.g. ``(0, 1)`` for a √m growth): its control is accepted,
+    and the row's control fails, when the test accepts any one of them."""
+    monkeypatch.delenv("COMPANION_FALSIFY", raising=False)
+    raw = copy.deepcopy(RAW)
+    raw["rows"][2]["scales"] = ["quick", "paper"]
+    raw["rows"][2]["rule"]["wrong"] = {"value": [1, 2], "from": "two shifted means"}
+    for interval, control in (((-0.1, 0.1), False), ((-0.1, 1.5), True), ((-0.1, 2.5), True)):
+        check = _check(raw, monkeypatch=monkeypatch)
+        assert check.compare("toy.mean", measured="m", test=lambda v, i=interval: i[0] <= v <= i[1]) is True
+        assert check.rows[-1].control_passed is control
+    raw["rows"][2]["rule"]["wrong"] = {"value": [1, 0], "from": "one of them is the expected value"}
+    with pytest.raises(ValueError, match="distinct"):
+        _check(raw, monkeypatch=monkeypatch).compare("toy.mean", measured="m", test=lambda v: True)

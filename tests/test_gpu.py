@@ -14,25 +14,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from comparisons import close, cpu_gen  # noqa: E402
 
 from companion import concentration, curvature, deepnet, device, population, relunet, widenet
 
 F64 = torch.float64
 CUDA = torch.device("cuda")
-
-
-def cpu_gen(seed: int = 7) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
-def close(a: torch.Tensor, b: torch.Tensor, rtol: float = 1e-11) -> None:
-    """``a`` (any device) equals ``b`` (CPU) to ``rtol`` relative to ``b``'s largest entry; NaNs in the same places."""
-    a, b = a.detach().cpu(), b.detach().cpu()
-    assert a.shape == b.shape
-    assert torch.equal(torch.isnan(a), torch.isnan(b))
-    a, b = torch.nan_to_num(a), torch.nan_to_num(b)
-    scale = float(b.abs().max()) or 1.0
-    assert float((a - b).abs().max()) <= rtol * scale, (float((a - b).abs().max()), scale)
 
 
 def flat(out) -> list[torch.Tensor]:

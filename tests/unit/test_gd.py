@@ -27,6 +27,7 @@ import warnings
 
 import pytest
 import torch
+from comparisons import close, cpu_gen  # noqa: E402
 from host_conversions import HostConversions  # noqa: E402
 
 from companion import deepnet, descent, device, fused, gd, population, relunet
@@ -37,20 +38,6 @@ CUDA = torch.device("cuda")
 
 def rel(a, b):
     return float((a - b).abs().max() / b.abs().max())
-
-
-def cpu_gen(seed: int = 7) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
-def close(a: torch.Tensor, b: torch.Tensor, rtol: float = 1e-11) -> None:
-    """``a`` (any device) equals ``b`` (CPU) to ``rtol`` relative to ``b``'s largest entry; NaNs in the same places."""
-    a, b = a.detach().cpu(), b.detach().cpu()
-    assert a.shape == b.shape
-    assert torch.equal(torch.isnan(a), torch.isnan(b))
-    a, b = torch.nan_to_num(a), torch.nan_to_num(b)
-    scale = float(b.abs().max()) or 1.0
-    assert float((a - b).abs().max()) <= rtol * scale, (float((a - b).abs().max()), scale)
 
 
 def paper_b_problem(E=48, k=2, d=20, n=300, sigma=1.0, per_member=False, r=None):

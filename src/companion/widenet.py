@@ -325,10 +325,12 @@ def _check_X(X: Tensor, d: int, E: int | None = None) -> Tensor:
     return X
 
 
-def _forward(params: Params, X: Tensor, net: Net, taps: dict | None = None, xtaps: dict | None = None):
+def _forward(params: Params, X: Tensor, net: Net, taps: dict | None = None, xtaps: dict | None = None, perturb=None):
     """Internal forward pass. Returns ``(f (E, n), xs, zs)`` with ``xs = [x_0 .. x_H]`` (each ``(E, n, ·)``) and
     ``zs = [z_1 .. z_H]`` (``(E, n, m)``); ``taps[h]`` (``(E, n, m)``, zeros) is added to ``z_h`` so that the
-    gradient with respect to a tap is the per-sample ``∂f_i/∂z_h``; likewise ``xtaps[h]`` added to ``x_h``."""
+    gradient with respect to a tap is the per-sample ``∂f_i/∂z_h``; likewise ``xtaps[h]`` added to ``x_h``.
+    ``perturb(h, x)`` (``(E, n, m)``), if given, is added to ``z_h = x W_hᵀ``: a change of ``W_h`` that differs
+    from sample to sample (:func:`gram_entry_ascent`'s rank-two directions)."""
     H = depth(params)
     act = activations.get(net.act)
     a = params[-1]
@@ -338,6 +340,8 @@ def _forward(params: Params, X: Tensor, net: Net, taps: dict | None = None, xtap
     xs, zs = [x], []  # per-member inputs (E, n, d)
     for h in range(1, H + 1):
         z = x @ params[h - 1].transpose(-1, -2)
+        if perturb is not None:
+            z = z + perturb(h, x)
         if taps is not None:
             z = z + taps[h]
         zs.append(z)
@@ -821,33 +825,32 @@ def _pair_entries(params: Params, Xp: Tensor, net: Net, lowrank=None, taps=None)
     given in factored form: ``lowrank = (factors, da)``, ``factors[h - 1] = (U (E, K, m, 2), V (E, K, m_in, 2))``
     adds ``U Vᵀ`` to ``W_h`` and ``da`` ``(E, K, m)`` to ``a``, one perturbation per entry (``None``: ``h = 0``).
     ``taps``: ``H`` zero tensors ``(E, K, 2, m)`` added to the pre-activations and one ``(E, K, m)`` added to
-    ``a``, for the gradient. Returns ``(G (E, K), xs)`` with ``xs = [x_0 … x_H]``, each ``(E, K, 2, ·)``."""
+    ``a``, for the gradient. The layers are :func:`_forward`'s, on the ``2K`` inputs at once (the weights shared by
+    the entries). Returns ``(G (E, K), xs)`` with ``xs = [x_0 … x_H]``, each ``(E, K, 2, ·)``."""
     H = depth(params)
-    act = activations.get(net.act)
-    a = params[-1]
-    E, m = a.shape
+    E, m = params[-1].shape
     K = Xp.shape[1]
-    s = net.scales(H)
-    x, xs, z = Xp, [Xp], None
-    for h in range(1, H + 1):
-        W = params[h - 1]
-        z = (x.reshape(E, 2 * K, -1) @ W.transpose(-1, -2)).reshape(E, K, 2, m)  # W shared by the K entries
-        if lowrank is not None:
-            U, V = lowrank[0][h - 1]
-            z = z + (x @ V) @ U.transpose(-1, -2)  # (U Vᵀ) x per entry, never forming U Vᵀ
-        if taps is not None:
-            z = z + taps[h - 1]
-        out = (s[h - 1] / math.sqrt(m)) * act.fn(z)
-        x = out if (h == 1 or net.arch == "fc") else x + out
-        xs.append(x)
-    a = a.unsqueeze(1).expand(E, K, m)
+
+    def perturb(h, x):  # (U Vᵀ) x per entry, never forming U Vᵀ
+        U, V = lowrank[0][h - 1]
+        return ((x.reshape(E, K, 2, -1) @ V) @ U.transpose(-1, -2)).reshape(E, 2 * K, m)
+
+    _, xs, zs = _forward(
+        params,
+        Xp.reshape(E, 2 * K, -1),
+        net,
+        taps=None if taps is None else {h: taps[h - 1].reshape(E, 2 * K, m) for h in range(1, H + 1)},
+        perturb=None if lowrank is None else perturb,
+    )
+    xs = [x.reshape(E, K, 2, -1) for x in xs]
+    a = params[-1].unsqueeze(1).expand(E, K, m)
     if lowrank is not None:
         a = a + lowrank[1]
     if taps is not None:
         a = a + taps[H]
-    g = a.unsqueeze(2) * act.d1(z)  # (E, K, 2, m): a_r σ'(Z_{i,r})
+    g = a.unsqueeze(2) * activations.get(net.act).d1(zs[-1].reshape(E, K, 2, m))  # (E, K, 2, m): a_r σ'(Z_{i,r})
     Xh = xs[H - 1]
-    G = (s[-1] ** 2) * (Xh[:, :, 0] * Xh[:, :, 1]).sum(-1) * (g[:, :, 0] * g[:, :, 1]).sum(-1) / m
+    G = (net.scales(H)[-1] ** 2) * (Xh[:, :, 0] * Xh[:, :, 1]).sum(-1) * (g[:, :, 0] * g[:, :, 1]).sum(-1) / m
     return G, xs
 
 

@@ -393,18 +393,15 @@ def lanczos(
 
 def _running_ritz_extremes(alphas: Tensor, betas: Tensor) -> tuple[Tensor, Tensor]:
     """Smallest and largest eigenvalue of every leading block ``T[:j+1, :j+1]`` of the Lanczos tridiagonal,
-    ``(E, k)`` each, from ``alphas (E, k)`` and ``betas (E, k−1)``: one tridiagonal eigensolve per block on the CPU
-    (:func:`scipy.linalg.eigvalsh_tridiagonal`), after the iteration, so the loop itself never synchronises."""
-    from scipy.linalg import eigvalsh_tridiagonal
-
-    a, b = alphas.detach().cpu().numpy(), betas.detach().cpu().numpy()
-    E, k = a.shape
-    low, high = a.copy(), a.copy()
-    for e in range(E):
-        for j in range(1, k):
-            ev = eigvalsh_tridiagonal(a[e, : j + 1], b[e, :j])
-            low[e, j], high[e, j] = ev[0], ev[-1]
-    return torch.from_numpy(low).to(alphas), torch.from_numpy(high).to(alphas)
+    ``(E, k)`` each, from ``alphas (E, k)`` and ``betas (E, k−1)``: one batched eigensolve over the members per block
+    size (:func:`torch.linalg.eigvalsh`), on the CPU after the iteration, so the loop itself never synchronises."""
+    a, b = alphas.detach().cpu(), betas.detach().cpu()
+    T = torch.diag_embed(a) + torch.diag_embed(b, 1) + torch.diag_embed(b, -1)
+    low, high = a.clone(), a.clone()
+    for j in range(1, a.shape[1]):
+        ev = torch.linalg.eigvalsh(T[:, : j + 1, : j + 1])
+        low[:, j], high[:, j] = ev[:, 0], ev[:, -1]
+    return low.to(alphas), high.to(alphas)
 
 
 def _lanczos_rebuild(matvec, q: Tensor, alphas: Tensor, betas: Tensor, coef: Tensor, restarts: dict) -> Tensor:

@@ -76,6 +76,8 @@ __all__ = [
     "taylor_remainder",
     "feature_drift",
     "backward_drift",
+    "feature_derivative_norms",
+    "layer_product_norms",
     "ball_measurements",
     "loss_hessian_measurements",
     "radius_measurements",
@@ -325,12 +327,13 @@ def _check_X(X: Tensor, d: int, E: int | None = None) -> Tensor:
     return X
 
 
-def _forward(params: Params, X: Tensor, net: Net, taps: dict | None = None, xtaps: dict | None = None, perturb=None):
+def _forward(params: Params, X: Tensor, net: Net, taps: dict | None = None, xtaps: dict | None = None, perturb=None, upto=None):
     """Internal forward pass. Returns ``(f (E, n), xs, zs)`` with ``xs = [x_0 .. x_H]`` (each ``(E, n, ·)``) and
     ``zs = [z_1 .. z_H]`` (``(E, n, m)``); ``taps[h]`` (``(E, n, m)``, zeros) is added to ``z_h`` so that the
     gradient with respect to a tap is the per-sample ``∂f_i/∂z_h``; likewise ``xtaps[h]`` added to ``x_h``.
     ``perturb(h, x)`` (``(E, n, m)``), if given, is added to ``z_h = x W_hᵀ``: a change of ``W_h`` that differs
-    from sample to sample (:func:`gram_entry_ascent`'s rank-two directions)."""
+    from sample to sample (:func:`gram_entry_ascent`'s rank-two directions). ``upto = h < H`` stops after layer
+    ``h`` (``f`` is then ``None``; the scalings stay those of depth ``H``)."""
     H = depth(params)
     act = activations.get(net.act)
     a = params[-1]
@@ -338,7 +341,7 @@ def _forward(params: Params, X: Tensor, net: Net, taps: dict | None = None, xtap
     s = net.scales(H)
     x = X.expand(a.shape[0], *X.shape) if X.ndim == 2 else X  # (E, n, d); internal callers may pass
     xs, zs = [x], []  # per-member inputs (E, n, d)
-    for h in range(1, H + 1):
+    for h in range(1, (H if upto is None else upto) + 1):
         z = x @ params[h - 1].transpose(-1, -2)
         if perturb is not None:
             z = z + perturb(h, x)
@@ -350,7 +353,7 @@ def _forward(params: Params, X: Tensor, net: Net, taps: dict | None = None, xtap
         if xtaps is not None:
             x = x + xtaps[h]
         xs.append(x)
-    f = (x * a.unsqueeze(-2)).sum(-1)
+    f = (x * a.unsqueeze(-2)).sum(-1) if upto is None or upto == H else None
     return f, xs, zs
 
 
@@ -1455,6 +1458,182 @@ def backward_drift(params: Params, X: Tensor, h: Params, net: Net = Net()) -> di
     }
 
 
+def _fork(generator: torch.Generator | None) -> torch.Generator | None:
+    """A generator in ``generator``'s current state (``None`` stays ``None``): draws from it leave ``generator``'s
+    stream untouched."""
+    if generator is None:
+        return None
+    fork = torch.Generator(device=generator.device)
+    fork.set_state(generator.get_state())
+    return fork
+
+
+def _sample_operator_norms(fn, taps: dict, weight: dict, iters: int, generator) -> tuple[Tensor, Tensor]:
+    """Top singular value, per member and input, of the per-sample linear map ``t ↦ d fn(taps)[t]`` from the taps
+    (a dict of ``(E, n, m)`` zeros; the domain's squared norm of tap ``l`` weighted by ``1/weight[l]``, ``(E, n, 1)``)
+    to ``fn``'s output ``(E, n, m)``: Lanczos (:func:`companion.curvature.lanczos`, full reorthogonalisation, one
+    ``m × m`` operator ``J diag(weight) Jᵀ`` per member and input; one reverse and one forward pass each). Returns the
+    norms and the ratio of the last estimate to that after ``3 iters / 4`` steps, each ``(E, n)``."""
+    out, pull = torch.func.vjp(fn, taps)
+    E, n, m = out.shape
+
+    def mv(w: Tensor) -> Tensor:
+        (g,) = pull(w.reshape(E, n, m))
+        return jvp(fn, (taps,), ({k: weight[k] * g[k] for k in g},))[1].reshape(E * n, m)
+
+    res = curvature.lanczos(mv, E * n, m, iters, history=True, generator=generator, dtype=out.dtype, device=out.device)
+    est = res.high.clamp_min(0).sqrt().reshape(E, n, -1)
+    return est[..., -1], est[..., -1] / est[..., max((3 * est.shape[-1]) // 4 - 1, 0)]
+
+
+def feature_derivative_norms(
+    params: Params, X: Tensor, net: Net = Net(), *, iters: int = 20, generator: torch.Generator | None = None
+) -> dict:
+    """Paper C's feature derivatives (step 3.1; :ref:`ch-parameter-ball`): per member and layer, the largest change of
+    the features and pre-activations along a unit parameter direction, ``sup_{‖v‖ = 1} ‖Dx_h[v]‖`` (bound ``T/√m``
+    fully connected, ``C/√m`` residual) and ``sup_{‖v‖ = 1} ‖Dz_h[v]‖`` (bound ``T`` or ``C``), each the operator norm of
+    a per-input Jacobian, maximised over the inputs.
+
+    Nothing is searched: ``∂x_h/∂W_l [V] = (∂x_h/∂z_l) V x_{l−1}``, so ``J Jᵀ = Σ_{l ≤ h} ‖x_{l−1}‖² (∂x_h/∂z_l)
+    (∂x_h/∂z_l)ᵀ``, an ``m × m`` operator per input applied by one backward and one forward pass through the
+    pre-activations (``a`` does not enter ``x_h``), whose top eigenvalue Lanczos finds.
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    net : Net
+        The architecture, activation and scalings.
+    iters : int
+        Lanczos steps per layer (at most ``m`` are run; with ``m`` steps the norms are exact).
+    generator : torch.Generator or None
+        The CPU generator of the Lanczos start vectors.
+
+    Returns
+    -------
+    dict of str to Tensor
+        ``"x"`` and ``"z"``, each ``(E, H)`` (column ``h − 1`` for layer ``h``: ``max_i ‖∂x_h(x_i)/∂θ‖_op``, likewise
+        ``z_h``); ``"conv"``, ``(E,)``: the largest ratio of a final Lanczos estimate to the estimate after
+        ``3 iters / 4`` steps (1 when converged).
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from companion import widenet as wn
+    >>> g = torch.Generator().manual_seed(0)
+    >>> p = wn.init_params(3, 16, 2, 2, generator=g, dtype=torch.float64)
+    >>> X = wn.sphere_inputs(4, 3, generator=g, dtype=torch.float64)
+    >>> out = wn.feature_derivative_norms(p, X, iters=16, generator=g)
+    >>> out["x"].shape, bool((out["x"] < out["z"]).all())
+    (torch.Size([2, 2]), True)
+    """
+    E, m, d, H = _check(params, X=X)
+    _check_X(X, d)
+    validation.positive_int("iters", iters)
+    n = X.shape[-2]
+    taps = {h: torch.zeros(E, n, m, dtype=X.dtype, device=X.device) for h in range(1, H + 1)}
+    _, xs, _ = _forward(params, X, net)
+    sq = {h: xs[h - 1].square().sum(-1, keepdim=True) for h in range(1, H + 1)}  # ‖x_{h−1}‖², (E, n, 1)
+    norms, conv = {"x": [], "z": []}, []
+    for h in range(1, H + 1):
+        below = {l: taps[l] for l in range(1, h + 1)}  # x_h and z_h depend on W_1 … W_h only
+        for key, pick in (("x", lambda r, h=h: r[1][h]), ("z", lambda r, h=h: r[2][h - 1])):
+            v, c = _sample_operator_norms(
+                lambda t, h=h, pick=pick: pick(_forward(params, X, net, t, upto=h)), below, sq, iters, generator
+            )
+            norms[key].append(v.max(-1).values)
+            conv.append(c.max(-1).values)
+    return {
+        "x": torch.stack(norms["x"], -1),
+        "z": torch.stack(norms["z"], -1),
+        "conv": torch.stack(conv, -1).max(-1).values,
+    }
+
+
+def layer_product_norms(
+    params: Params, X: Tensor, net: Net = Net(), *, iters: int = 20, generator: torch.Generator | None = None
+) -> dict:
+    """Paper C's products of layer Jacobians (step 1.1; :ref:`ch-parameter-ball`): per member,
+    ``max_i ‖P_H ⋯ P_h(x_i)‖`` for ``h = 2 … H``, with ``P_h = ∂x_h/∂x_{h−1}`` (``(s_h/√m) diag(σ'(z_h)) W_h``
+    fully connected, ``I`` plus that residual). The bound is ``A^H`` (fully connected) or ``Π_h(1 + C/H) ≤ e^C``
+    (residual). The products are formed from the top (``Q_h = Q_{h+1} P_h``, one ``m × m`` matrix per member and
+    input, at most :data:`BASIS_BYTES` in all) and each norm is Lanczos on ``Q Qᵀ``.
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``, ``H ≥ 2``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    net : Net
+        The architecture, activation and scalings.
+    iters : int
+        Lanczos steps per product (at most ``m`` are run; with ``m`` steps the norms are exact).
+    generator : torch.Generator or None
+        The CPU generator of the Lanczos start vectors.
+
+    Returns
+    -------
+    dict of str to Tensor
+        ``"norm"``, ``(E, H − 1)`` (column ``h − 2`` for the product ``P_H ⋯ P_h``); ``"conv"``, ``(E,)``: the largest
+        ratio of a final Lanczos estimate to the estimate after ``3 iters / 4`` steps.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed or has ``H < 2``, the inputs do not match it, a tensor lies on another device or
+        dtype, or the ``E n`` products would exceed :data:`BASIS_BYTES`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from companion import widenet as wn
+    >>> g = torch.Generator().manual_seed(0)
+    >>> p = wn.init_params(3, 16, 3, 2, generator=g, dtype=torch.float64)
+    >>> X = wn.sphere_inputs(4, 3, generator=g, dtype=torch.float64)
+    >>> wn.layer_product_norms(p, X, wn.Net("res"), iters=16, generator=g)["norm"].shape
+    torch.Size([2, 2])
+    """
+    E, m, d, H = _check(params, X=X)
+    _check_X(X, d)
+    validation.positive_int("iters", iters)
+    if H < 2:
+        raise ValueError(f"layer products need depth H >= 2, got H = {H}")
+    n = X.shape[-2]
+    if E * n * m * m * X.element_size() > BASIS_BYTES:
+        raise ValueError(f"{E * n} products of size {m} x {m} exceed BASIS_BYTES = {BASIS_BYTES} bytes")
+    _, _, zs = _forward(params, X, net)
+    act, s = activations.get(net.act), net.scales(H)
+    eye = torch.eye(m, dtype=X.dtype, device=X.device)
+    Q, norms, conv = None, [], []
+    for h in range(H, 1, -1):
+        P = (s[h - 1] / math.sqrt(m)) * act.d1(zs[h - 1]).unsqueeze(-1) * params[h - 1].unsqueeze(1)  # (E, n, m, m)
+        P = P if net.arch == "fc" else eye + P
+        Q = P if Q is None else Q @ P
+        Qf = Q.reshape(E * n, m, m)
+        res = curvature.lanczos(
+            lambda w, Qf=Qf: (Qf @ (w.unsqueeze(-2) @ Qf).transpose(-1, -2)).squeeze(-1),  # Q Qᵀ w
+            E * n,
+            m,
+            iters,
+            history=True,
+            generator=generator,
+            dtype=X.dtype,
+            device=X.device,
+        )
+        est = res.high.clamp_min(0).sqrt().reshape(E, n, -1)
+        norms.append(est[..., -1].max(-1).values)
+        conv.append((est[..., -1] / est[..., max((3 * est.shape[-1]) // 4 - 1, 0)]).max(-1).values)
+    return {"norm": torch.stack(norms[::-1], -1), "conv": torch.stack(conv, -1).max(-1).values}
+
+
 # ------------------------------------------------------------------------------ one point of a sweep
 def ball_measurements(
     params: Params,
@@ -1469,6 +1648,8 @@ def ball_measurements(
     taylor: bool = True,
     entry: bool = True,
     entry_refine: int = 2,
+    derivatives: bool = False,
+    products: bool = False,
 ) -> dict:
     """Everything :ref:`ch-parameter-ball` measures at one width/depth/radius, per member (each value ``(E,)``):
 
@@ -1489,6 +1670,10 @@ def ball_measurements(
       ``back_sup``: ``max_h ‖b_h(θ0+h)‖_∞`` and
       ``back_l2``: ``max_h ‖b_h(θ0+h)‖₂`` along it (:func:`backward_drift`); ``resid``: ``‖f(θ0+h) − f(θ0)‖/√n``
       along it (the residual's change, paper C's ``‖r‖ ≤ ‖r_0‖ + T√n D``);
+    * with ``derivatives``: ``deriv_x``/``deriv_z``: ``max_h sup_{‖v‖=1} ‖Dx_h[v]‖`` and the same for ``z_h``, at
+      ``θ0 + h`` along the gradient-span direction (:func:`feature_derivative_norms`), ``deriv_conv`` their Lanczos
+      convergence ratio; with ``products`` (and ``H ≥ 2``): ``prod``: ``max_{h ≥ 2} ‖P_H ⋯ P_h‖`` there
+      (:func:`layer_product_norms`), ``prod_conv``;
     * ``M``: ``max_h ‖b_h(θ0)‖_∞`` (:func:`backward_sup_norm`); ``J``: ``‖J(θ0)‖/√n``; ``grad_max``:
       ``max_i ‖∇f_i(θ0)‖`` (the square root of the tangent kernel's largest diagonal entry); ``G0``: ``max |G_H(θ0)|``.
 
@@ -1520,6 +1705,10 @@ def ball_measurements(
         Measure ``gram_entry`` and ``gram_entry_first``.
     entry_refine : int
         The projected-gradient steps of :func:`gram_entry_ascent` (its ``refine``).
+    derivatives : bool
+        Measure ``deriv_x``, ``deriv_z`` and ``deriv_conv`` (``2H`` Lanczos runs).
+    products : bool
+        Measure ``prod`` and ``prod_conv`` (``H − 1`` dense products per input).
 
     Returns
     -------
@@ -1534,7 +1723,7 @@ def ball_measurements(
     E, m, d, H = _check(params, X=X)
     _check_X(X, d, E)
     n = X.shape[-2]
-    out = {}
+    out, fork = {}, _fork(generator)
     G0 = last_layer_gram(params, X, net)
     h_adv = gram_ascent_direction(params, X, D, net)
     coef = randn((E, n), generator=generator, dtype=X.dtype, device=X.device)
@@ -1569,6 +1758,15 @@ def ball_measurements(
             out["taylor_rand"] = taylor_remainder(params, x1, dirs["rand"], net)[:, 0]
     fd = feature_drift(params, X, dirs["gd"], net)
     out["feat_x"], out["feat_z"] = fd["x"].max(1).values, fd["z"].max(1).values
+    at = paramlist.add(params, dirs["gd"])
+    # these Lanczos runs start from the generator's copy taken on entry: no other draw moves, and no flag moves them
+    if derivatives:
+        fdn = feature_derivative_norms(at, X, net, iters=iters, generator=fork)
+        out["deriv_x"], out["deriv_z"] = fdn["x"].max(1).values, fdn["z"].max(1).values
+        out["deriv_conv"] = fdn["conv"]
+    if products and H > 1:
+        lp = layer_product_norms(at, X, net, iters=iters, generator=fork)
+        out["prod"], out["prod_conv"] = lp["norm"].max(1).values, lp["conv"]
     bd = backward_drift(params, X, dirs["gd"], net)
     out["back_drift"] = bd["mean_drift"][:, :-1].max(1).values if H > 1 else bd["mean_drift"][:, 0]
     out["back_sup"], out["back_l2"] = bd["sup"].max(1).values, bd["l2"].max(1).values
@@ -1842,6 +2040,8 @@ def sweep_point(
     hessian: bool = True,
     taylor: bool = True,
     entry: bool = True,
+    derivatives: bool = False,
+    products: bool = False,
 ) -> dict:
     """One point of :ref:`ch-parameter-ball`'s sweeps, as numpy arrays ``(members,)``: each member's own ``n`` inputs on the
     sphere (``X``: ``(members, n, d)``) and targets ``y ~ N(0, 1)`` from ``device.generator(data_seed)`` (the same
@@ -1884,6 +2084,10 @@ def sweep_point(
         As in :func:`ball_measurements`.
     entry : bool
         As in :func:`ball_measurements`.
+    derivatives : bool
+        As in :func:`ball_measurements`.
+    products : bool
+        As in :func:`ball_measurements`.
 
     Returns
     -------
@@ -1896,7 +2100,18 @@ def sweep_point(
     gi = _device.generator(init_seed)
     p = init_params(d, m, H, members, generator=gi, dtype=X.dtype, device=X.device)
     out = ball_measurements(
-        p, X, D, net, iters=iters, generator=gi, ball_hessian=ball_hessian, hessian=hessian, taylor=taylor, entry=entry
+        p,
+        X,
+        D,
+        net,
+        iters=iters,
+        generator=gi,
+        ball_hessian=ball_hessian,
+        hessian=hessian,
+        taylor=taylor,
+        entry=entry,
+        derivatives=derivatives,
+        products=products,
     )
     if loss:
         out.update({f"loss_{k}": v for k, v in loss_hessian_measurements(p, X, y, D, net, iters=iters, generator=gi).items()})

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from torch import Tensor
 from torch.func import hessian, jacrev, jvp
 
 from companion import curvature, device, paramlist
@@ -244,6 +245,16 @@ def test_ball_measurements_flags(gen):
     assert "taylor" not in no_t and torch.allclose(no_t["hess"], full["hess"], rtol=1e-12)
     for k in none:
         assert torch.equal(none[k], full[k]), k
+    more = wn.ball_measurements(
+        p, X, 0.5, net, iters=6, generator=torch.Generator().manual_seed(3), derivatives=True, products=True
+    )
+    assert set(more) - set(full) == {"deriv_x", "deriv_z", "deriv_conv", "prod", "prod_conv"}
+    for k in full:  # the derivatives draw from a copy of the generator: every other value is unchanged
+        assert torch.equal(more[k], full[k]), k
+    alone = wn.ball_measurements(
+        p, X, 0.5, net, iters=6, generator=torch.Generator().manual_seed(3), hessian=False, derivatives=True
+    )
+    assert torch.equal(alone["deriv_x"], more["deriv_x"])  # and no flag moves them
 
 
 def test_radius_measurements_reuse_one_direction(gen):
@@ -341,3 +352,51 @@ def test_gram_entry_ascent_beats_other_directions_and_is_first_order_at_small_ra
     assert torch.allclose(tiny["entry"], tiny["first_order"], rtol=1e-4)
     with pytest.raises(ValueError, match="refine"):
         wn.gram_entry_ascent(p, X, 0.5, net, refine=-1)
+
+
+def _dense_norms(J: Tensor) -> Tensor:
+    return torch.linalg.matrix_norm(J, 2)
+
+
+@pytest.mark.parametrize("arch", ["fc", "res"])
+def test_feature_derivatives_and_layer_products_match_dense_jacobians(gen, arch):
+    """sup_{|v|=1} |Dx_h[v]|, |Dz_h[v]| and |P_H ... P_h| against torch.func.jacrev (Lanczos run to m steps: exact)."""
+    m, H, n = 9, 3, 3
+    net, p, X = _setup(gen, arch, m=m, H=H, n=n)
+    out = wn.feature_derivative_norms(p, X, net, iters=m, generator=gen)
+    prod = wn.layer_product_norms(p, X, net, iters=m, generator=gen)
+    assert out["x"].shape == out["z"].shape == (2, H) and prod["norm"].shape == (2, H - 1)
+    for e in range(2):
+        ref = {"x": torch.zeros(H, dtype=DT), "z": torch.zeros(H, dtype=DT), "prod": torch.zeros(H - 1, dtype=DT)}
+        for i in range(n):
+            xi = X[i : i + 1]
+            for key, k in (("x", 1), ("z", 2)):
+                J = jacrev(lambda q, k=k: torch.stack(wn._forward(q, xi, net)[k][-H:])[:, 0, 0])(_member(p, e))
+                Jf = torch.cat([j.reshape(H, m, -1) for j in J], -1)  # (H, m, P): layer h's rows
+                ref[key] = torch.maximum(ref[key], _dense_norms(Jf))
+            xs = wn._forward(_member(p, e), xi, net)[1]
+            for h in range(2, H + 1):  # P_H ... P_h = d x_H / d x_{h-1}
+
+                def top(x_prev, h=h):
+                    xt = {k: torch.zeros(1, 1, m, dtype=DT) for k in range(1, H + 1)}
+                    xt[h - 1] = (x_prev - xs[h - 1][0, 0]).reshape(1, 1, m)
+                    return wn._forward(_member(p, e), xi, net, None, xt)[1][H][0, 0]
+
+                Jp = jacrev(top)(xs[h - 1][0, 0])
+                ref["prod"][h - 2] = torch.maximum(ref["prod"][h - 2], _dense_norms(Jp))
+        for key in ("x", "z"):
+            assert torch.allclose(out[key][e], ref[key], rtol=1e-12, atol=0), key
+        assert torch.allclose(prod["norm"][e], ref["prod"], rtol=1e-12, atol=0)
+    assert torch.all(out["conv"] >= 1 - 1e-12) and torch.all(prod["conv"] >= 1 - 1e-12)  # estimates grow
+
+
+def test_layer_products_need_depth_and_memory(gen, monkeypatch):
+    net, p, X = _setup(gen, "fc", H=1)
+    with pytest.raises(ValueError, match="H >= 2"):
+        wn.layer_product_norms(p, X, net)
+    net, p, X = _setup(gen, "fc", H=2)
+    monkeypatch.setattr(wn, "BASIS_BYTES", 100)
+    with pytest.raises(ValueError, match="exceed BASIS_BYTES"):
+        wn.layer_product_norms(p, X, net)
+    with pytest.raises(ValueError, match="iters"):
+        wn.feature_derivative_norms(p, X, net, iters=0)

@@ -2,13 +2,16 @@
 
     python tools/robustness.py run book/paper_b/09_failures.md --seed 1 --falsify [--scale paper]
     python tools/robustness.py seeds --seeds 5 [--scale quick] [--out book/_generated/seeds.md]
+    python tools/robustness.py seeds --seeds 3 --only 13_ --reuse RECORDS --records RECORDS
 
 ``run`` executes one chapter's paired notebook with ``COMPANION_SEED`` (the offset added to every seed),
 ``COMPANION_FALSIFY`` and ``COMPANION_SCALE`` set, reads the claim records it writes and prints, row by row, the
 verdict on the data and the verdict of its negative control; it exits non-zero on a *problem*: a row that fails
 on the data, a control that is accepted, or a chapter without records. Under ``--falsify`` the chapter's own
 ``assert`` is expected to fail (that is the point of a control); the records tell whether it failed for the right
-reason. ``seeds`` runs every chapter of ``_toc.yml`` at offsets ``0 … N−1`` and writes a verdict × seed table.
+reason. ``seeds`` runs every chapter of ``_toc.yml`` at offsets ``0 … N−1`` and writes a verdict × seed table;
+with ``--only`` it runs the chapters whose file name contains the pattern and reads the others' runs from the
+records of an earlier ``seeds --records`` (``--reuse``), so a table stays whole when one chapter changes.
 """
 
 from __future__ import annotations
@@ -121,8 +124,10 @@ def seeds_table(runs: dict[str, list[ChapterRun]], scale: str) -> str:
     """A markdown table: one line per claim row, one column per seed offset (✅ / ⚠️ erratum holds / ❌)."""
     seeds = sorted({r.seed for rs in runs.values() for r in rs})
     mark = {"holds": "✅", "erratum": "⚠️", "fails": "❌"}
+    days = sorted({str(r["date"])[:10] for rs in runs.values() for run in rs for r in run.records if r.get("date")})
+    days = days or [dt.date.today().isoformat()]
     lines = [
-        f"Measured {dt.date.today().isoformat()} on {platform.machine()} "
+        f"Measured {days[0] if len(days) == 1 else days[0] + ' to ' + days[-1]} on {platform.machine()} "
         f"({os.cpu_count()} CPU cores, {platform.system()}), `{scale}` scale, seed offsets {seeds[0]}–{seeds[-1]} "
         f"(`COMPANION_SEED`). ✅ holds · ⚠️ the corrected statement of an erratum holds · ❌ fails · "
         "— the chapter stopped before its check.",
@@ -155,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     many.add_argument("--scale", default="quick", choices=["quick", "paper"])
     many.add_argument("--out", type=Path, default=ROOT / "book" / "_generated" / "seeds.md")
     many.add_argument("--records", type=Path, default=None, help="also keep every run's claim records here (JSON)")
+    many.add_argument("--only", default=None, help="run only the chapters whose file name contains this")
+    many.add_argument("--reuse", type=Path, default=None, help="with --only: the other chapters' earlier records")
     args = parser.parse_args(argv)
     if args.cmd == "run":
         run = run_chapter(args.chapter, seed=args.seed, falsify=args.falsify, scale=args.scale)
@@ -164,12 +171,20 @@ def main(argv: list[str] | None = None) -> int:
             name = f"{args.chapter.stem}.seed{run.seed}{'.falsify' if run.falsify else ''}.json"
             (args.records / name).write_text(json.dumps(run.records, indent=1))
         return 1 if run.problems else 0
+    if (args.only is None) != (args.reuse is None):
+        parser.error("--only and --reuse go together")
     runs: dict[str, list[ChapterRun]] = {}
     problems = []
     for source in chapters():
         for s in range(args.seeds):
-            run = run_chapter(source, seed=s, scale=args.scale)
-            _print_run(run)
+            if args.only is not None and args.only not in source.name:
+                saved = args.reuse / f"{source.stem}.seed{s}.json"
+                if not saved.exists():
+                    raise SystemExit(f"--reuse: no records {saved}")
+                run = ChapterRun(source.stem, s, False, json.loads(saved.read_text()))
+            else:
+                run = run_chapter(source, seed=s, scale=args.scale)
+                _print_run(run)
             runs.setdefault(source.stem, []).append(run)
             problems += run.problems
     args.out.parent.mkdir(parents=True, exist_ok=True)

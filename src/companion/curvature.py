@@ -347,17 +347,18 @@ def lanczos(
         w = matvec(q)
         if not isinstance(w, Tensor) or w.shape != (E, P):
             raise ValueError(f"matvec must return shape ({E}, {P}), got {tuple(getattr(w, 'shape', ()))}")
-        alphas[:, j] = (w * q).sum(1)
+        alphas[:, j] = torch.einsum("ep,ep->e", w, q)  # batched dot products, no (E, P) temporary
         scale = torch.maximum(scale, w.norm(dim=1))
         if Q is not None:
             basis = Q[:, : j + 1]
             for _ in range(2):  # full reorthogonalisation, twice ("twice is enough")
                 w = w - torch.einsum("ejp,ej->ep", basis, torch.einsum("ejp,ep->ej", basis, w))
         else:
-            w = w - alphas[:, j, None] * q - (0 if q_prev is None else betas[:, j - 1, None] * q_prev)
+            w = _three_term(w, q, alphas[:, j], q_prev, None if q_prev is None else betas[:, j - 1])
         if j == k - 1:
             break
         beta = w.norm(dim=1)
+        norm = beta
         dead = beta <= 1e-10 * scale.clamp_min(torch.finfo(dtype).tiny)
         if bool(dead.any()):  # restart those members with a random vector orthogonal to their basis
             r = randn((E, P), generator=generator, dtype=dtype, device=q.device)
@@ -369,8 +370,9 @@ def lanczos(
             w = torch.where(dead[:, None], r, w)
             beta = torch.where(dead, torch.zeros_like(beta), beta)
             restarts[j] = (dead, r / r.norm(dim=1, keepdim=True))
+            norm = w.norm(dim=1)
         betas[:, j] = beta
-        q_prev, q = q, w / w.norm(dim=1, keepdim=True)
+        q_prev, q = q, w.div_(norm[:, None])  # w is this iteration's own tensor
     T = torch.diag_embed(alphas) + torch.diag_embed(betas, 1) + torch.diag_embed(betas, -1)
     if not (history or vector):
         return torch.linalg.eigvalsh(T)
@@ -404,14 +406,21 @@ def _running_ritz_extremes(alphas: Tensor, betas: Tensor) -> tuple[Tensor, Tenso
     return low.to(alphas), high.to(alphas)
 
 
+def _three_term(w: Tensor, q: Tensor, alpha: Tensor, q_prev: Tensor | None, beta: Tensor | None) -> Tensor:
+    """``w − α q − β q_prev`` row by row as one new ``(E, P)`` tensor (``w``, the matvec's output, is not written
+    to); both passes of :func:`lanczos` use it, so the second reproduces the first exactly."""
+    w = torch.addcmul(w, q, alpha[:, None], value=-1.0)
+    return w if q_prev is None else w.addcmul_(q_prev, beta[:, None], value=-1.0)
+
+
 def _lanczos_rebuild(matvec, q: Tensor, alphas: Tensor, betas: Tensor, coef: Tensor, restarts: dict) -> Tensor:
     """Second pass of the three-term recurrence with the first pass's coefficients: ``Σ_j coef_j q_j``."""
     k = alphas.shape[1]
     y = coef[:, :1] * q
     q_prev = None
     for j in range(k - 1):
-        w = matvec(q) - alphas[:, j, None] * q - (0 if q_prev is None else betas[:, j - 1, None] * q_prev)
-        nxt = w / w.norm(dim=1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny)
+        w = _three_term(matvec(q), q, alphas[:, j], q_prev, None if q_prev is None else betas[:, j - 1])
+        nxt = w.div_(w.norm(dim=1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny))
         if j in restarts:
             dead, r = restarts[j]
             nxt = torch.where(dead[:, None], r, nxt)

@@ -32,8 +32,9 @@ format: venv  ## ruff: apply the formatter and the safe fixes (chapters: into th
 	$(BIN)/ruff check --fix src tools tests benchmarks && $(BIN)/ruff format src tools tests benchmarks && \
 	  $(BIN)/python tools/chapters.py format
 
-seeds: venv  ## every chapter at seed offsets 0..SEEDS-1 -> book/_generated/seeds.md (COMPANION_SCALE picks the scale)
-	$(BIN)/python tools/robustness.py seeds --seeds $(SEEDS) --scale $${COMPANION_SCALE:-quick}
+seeds: venv  ## every chapter at seed offsets 0..SEEDS-1 -> book/_generated/seeds.md (seeds-paper.md with COMPANION_SCALE=paper)
+	scale=$${COMPANION_SCALE:-quick}; $(BIN)/python tools/robustness.py seeds --seeds $(SEEDS) --scale $$scale \
+	  --out book/_generated/seeds$$( [ "$$scale" = paper ] && echo -paper ).md
 
 bench: venv  ## performance ratios (see benchmarks/README.md)
 	$(BIN)/python benchmarks/run.py

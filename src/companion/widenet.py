@@ -1468,6 +1468,20 @@ def _fork(generator: torch.Generator | None) -> torch.Generator | None:
     return fork
 
 
+def _convergence(history: Tensor) -> Tensor:
+    """The last column of a running Lanczos estimate ``(…, k)`` over its column after ``3k/4`` steps (1 when
+    converged)."""
+    return history[..., -1] / history[..., max((3 * history.shape[-1]) // 4 - 1, 0)]
+
+
+def _top_singular_values(mv, B: int, m: int, iters: int, generator, dtype, device) -> tuple[Tensor, Tensor]:
+    """Top singular values ``(B,)`` of ``B`` linear maps ``A_b`` from Lanczos on ``mv = A Aᵀ`` (``(B, m) -> (B, m)``,
+    full reorthogonalisation), and their convergence ratios ``(B,)`` (:func:`_convergence`)."""
+    res = curvature.lanczos(mv, B, m, iters, history=True, generator=generator, dtype=dtype, device=device)
+    est = res.high.clamp_min(0).sqrt()
+    return est[:, -1], _convergence(est)
+
+
 def _sample_operator_norms(fn, taps: dict, weight: dict, iters: int, generator) -> tuple[Tensor, Tensor]:
     """Top singular value, per member and input, of the per-sample linear map ``t ↦ d fn(taps)[t]`` from the taps
     (a dict of ``(E, n, m)`` zeros; the domain's squared norm of tap ``l`` weighted by ``1/weight[l]``, ``(E, n, 1)``)
@@ -1481,9 +1495,8 @@ def _sample_operator_norms(fn, taps: dict, weight: dict, iters: int, generator) 
         (g,) = pull(w.reshape(E, n, m))
         return jvp(fn, (taps,), ({k: weight[k] * g[k] for k in g},))[1].reshape(E * n, m)
 
-    res = curvature.lanczos(mv, E * n, m, iters, history=True, generator=generator, dtype=out.dtype, device=out.device)
-    est = res.high.clamp_min(0).sqrt().reshape(E, n, -1)
-    return est[..., -1], est[..., -1] / est[..., max((3 * est.shape[-1]) // 4 - 1, 0)]
+    norm, conv = _top_singular_values(mv, E * n, m, iters, generator, out.dtype, out.device)
+    return norm.reshape(E, n), conv.reshape(E, n)
 
 
 def feature_derivative_norms(
@@ -1618,19 +1631,17 @@ def layer_product_norms(
         P = P if net.arch == "fc" else eye + P
         Q = P if Q is None else Q @ P
         Qf = Q.reshape(E * n, m, m)
-        res = curvature.lanczos(
+        v, c = _top_singular_values(
             lambda w, Qf=Qf: (Qf @ (w.unsqueeze(-2) @ Qf).transpose(-1, -2)).squeeze(-1),  # Q Qᵀ w
             E * n,
             m,
             iters,
-            history=True,
-            generator=generator,
-            dtype=X.dtype,
-            device=X.device,
+            generator,
+            X.dtype,
+            X.device,
         )
-        est = res.high.clamp_min(0).sqrt().reshape(E, n, -1)
-        norms.append(est[..., -1].max(-1).values)
-        conv.append((est[..., -1] / est[..., max((3 * est.shape[-1]) // 4 - 1, 0)]).max(-1).values)
+        norms.append(v.reshape(E, n).max(-1).values)
+        conv.append(c.reshape(E, n).max(-1).values)
     return {"norm": torch.stack(norms[::-1], -1), "conv": torch.stack(conv, -1).max(-1).values}
 
 
@@ -1743,7 +1754,7 @@ def ball_measurements(
             params, X[..., 0, :], net, iters=iters, generator=generator, return_history=True, return_vector=taylor
         )
         hn, hist = res[0], res[1]
-        out["hess"], out["hess_conv"] = hn, hist[:, -1] / hist[:, max((3 * iters) // 4 - 1, 0)]
+        out["hess"], out["hess_conv"] = hn, _convergence(hist)
         if ball_hessian:
             out["hess_ball"] = output_hessian_norm(
                 paramlist.add(params, h_adv), X[..., 0, :], net, iters=iters, generator=generator
@@ -1758,8 +1769,8 @@ def ball_measurements(
             out["taylor_rand"] = taylor_remainder(params, x1, dirs["rand"], net)[:, 0]
     fd = feature_drift(params, X, dirs["gd"], net)
     out["feat_x"], out["feat_z"] = fd["x"].max(1).values, fd["z"].max(1).values
-    at = paramlist.add(params, dirs["gd"])
     # these Lanczos runs start from the generator's copy taken on entry: no other draw moves, and no flag moves them
+    at = paramlist.add(params, dirs["gd"]) if derivatives or products else None
     if derivatives:
         fdn = feature_derivative_norms(at, X, net, iters=iters, generator=fork)
         out["deriv_x"], out["deriv_z"] = fdn["x"].max(1).values, fdn["z"].max(1).values
@@ -1920,7 +1931,7 @@ def radius_measurements(
             )
         )
     res = {k: torch.stack(t, 0).detach() for k, t in out.items()}
-    res["hess"], res["hess_conv"] = hn.detach(), (hist[:, -1] / hist[:, max((3 * iters) // 4 - 1, 0)]).detach()
+    res["hess"], res["hess_conv"] = hn.detach(), _convergence(hist).detach()
     return res
 
 

@@ -23,7 +23,7 @@ book: venv  ## the website at paper scale, in _build/html (COMPANION_SCALE=quick
 	  COMPANION_CLAIMS_DIR=$(CURDIR)/_build/claims $(BIN)/jupyter-book build . -W --keep-going
 
 test: venv  ## everything, at quick scale
-	COMPANION_SCALE=quick COMPANION_PROGRESS=0 COMPANION_WIDGETS=static $(BIN)/python -m pytest
+	COMPANION_SCALE=quick COMPANION_PROGRESS=0 COMPANION_WIDGETS=static $(BIN)/python -m pytest --durations=30
 
 lint: venv  ## ruff: lint and format check (also run by the test suite)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -22,8 +22,9 @@ def pytest_configure(config):
 
 
 def _runs_after_the_chapters(item) -> int:
-    """0 for most tests; 1 for the coverage computed from the records; 2 for the browser check (nbval's outputs)."""
-    if item.nodeid.startswith("tests/book/test_browser.py"):
+    """0 for most tests; 1 for the coverage computed from the records; 2 for the tests of the built site (the -W
+    build and the browser check), which take nbval's outputs when every chapter ran before them."""
+    if item.nodeid.startswith("tests/book/test_browser.py") or "test_book_builds_with_warnings_as_errors" in item.nodeid:
         return 2
     return int("test_every_result_is_checked_by_a_row_that_ran" in item.nodeid)
 
@@ -70,7 +71,90 @@ def build_site(out_dir, execute: str = "off"):
     return proc.returncode, proc.stdout + proc.stderr, out_dir / "_build" / "html"
 
 
+def _chapter_docnames() -> list[str]:
+    """The table of contents' pages that are chapters (a notebook beside the page)."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [c["file"] for part in toc.get("parts", []) for c in part["chapters"]]
+    return [f for f in files if (ROOT / f"{f}.ipynb").exists()]
+
+
+def nbval_executed_notebooks(session) -> dict[str, object]:
+    """The chapter notebooks nbval has executed earlier in this pytest run, with its outputs: {docname: notebook}.
+
+    nbval keeps each cell's outputs in ``item.test_outputs``; a notebook counts only when every code cell ran.
+    """
+    import copy
+    from pathlib import Path
+
+    by_file: dict[Path, dict] = {}
+    for item in session.items:
+        if type(item).__name__ != "IPyNbCell":
+            continue
+        f = by_file.setdefault(
+            Path(str(item.parent.fspath)).resolve(), {"nb": copy.deepcopy(item.parent.nb), "outs": {}, "complete": True}
+        )
+        outs = getattr(item, "test_outputs", None)
+        if outs is None:
+            f["complete"] = False
+        else:
+            f["outs"][item.cell_num] = outs
+    done = {}
+    for path, f in by_file.items():
+        if not f["complete"]:
+            continue
+        code = [c for c in f["nb"].cells if c.cell_type == "code"]
+        for i, cell in enumerate(code):
+            cell.outputs = list(f["outs"].get(i, []))
+        try:
+            done[str(path.relative_to(ROOT).with_suffix(""))] = f["nb"]
+        except ValueError:
+            pass
+    return done
+
+
+def build_with_outputs(out_dir, notebooks: dict):
+    """``jupyter-book build -W`` whose chapters take their outputs from ``notebooks`` through a jupyter-cache
+    (myst-nb's ``cache`` mode matches a chapter by its code cells), so nothing is executed twice; returns
+    (returncode, log, html dir)."""
+    import subprocess
+    import sys
+
+    import yaml
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    cache_dir = out_dir / "jupyter_cache"
+    cache = get_cache(str(cache_dir))
+    for name, nb in notebooks.items():
+        cache.cache_notebook_bundle(CacheBundleIn(nb, str(ROOT / f"{name}.md")), check_validity=False, overwrite=True)
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    cfg["execute"]["execute_notebooks"] = "cache"
+    cfg["execute"]["cache"] = str(cache_dir)
+    config = out_dir / "_config.yml"
+    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    jb = str(__import__("pathlib").Path(sys.executable).with_name("jupyter-book"))
+    proc = subprocess.run(
+        [jb, "build", str(ROOT), "--config", str(config), "--path-output", str(out_dir), "-W", "--keep-going", "--all"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    return proc.returncode, proc.stdout + proc.stderr, out_dir / "_build" / "html"
+
+
 @pytest.fixture(scope="session")
-def built_site(tmp_path_factory):
-    """The website built once per test session with -W (execution off): (returncode, log, html dir)."""
-    return build_site(tmp_path_factory.mktemp("site"))
+def built_site(request, tmp_path_factory):
+    """The website built once per test session with -W: (returncode, log, html dir, executed?).
+
+    When nbval has executed every chapter earlier in the run (the tests using this fixture are sorted after the
+    notebooks), the chapters take nbval's outputs through a jupyter-cache: the site is the executed one, glue
+    references resolve, and nothing runs twice. Otherwise (a partial run) the chapters render with execution off.
+    """
+    chapters = _chapter_docnames()
+    executed = nbval_executed_notebooks(request.session)
+    if chapters and all(c in executed for c in chapters):
+        code, log, html = build_with_outputs(tmp_path_factory.mktemp("site_executed"), executed)
+        return code, log, html, True
+    return (*build_site(tmp_path_factory.mktemp("site")), False)

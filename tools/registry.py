@@ -53,9 +53,25 @@ def git_available() -> bool:
         return False
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where PyYAML was built with it
+_PARSED: dict[str, dict] = {}  # blob hash -> parsed file: a file that no commit changed is read once
+
+
+def _load(text: str) -> dict:
+    return yaml.load(text, Loader=_LOADER)
+
+
 def _files_at(commit: str) -> dict[str, dict]:
-    names = [n for n in _git("ls-tree", "--name-only", commit, f"{REGISTRY}/").split() if n.endswith(".yml")]
-    return {Path(n).name: yaml.safe_load(_git("show", f"{commit}:{n}")) for n in names}
+    """``{file name: parsed YAML}`` of the registry at ``commit``; the parsed files are shared, read-only."""
+    out = {}
+    for line in _git("ls-tree", commit, f"{REGISTRY}/").splitlines():
+        meta, path = line.split("\t", 1)
+        blob = meta.split()[2]
+        if path.endswith(".yml"):
+            if blob not in _PARSED:
+                _PARSED[blob] = _load(_git("cat-file", "blob", blob))
+            out[Path(path).name] = _PARSED[blob]
+    return out
 
 
 def versions(include_worktree: bool = True) -> list[tuple[Version, list[str]]]:
@@ -74,7 +90,7 @@ def versions(include_worktree: bool = True) -> list[tuple[Version, list[str]]]:
     if include_worktree:
         if out:
             out.append((Version("HEAD", _files_at("HEAD")), []))
-        files = {p.name: yaml.safe_load(p.read_text()) for p in sorted((ROOT / REGISTRY).glob("*.yml"))}
+        files = {p.name: _load(p.read_text()) for p in sorted((ROOT / REGISTRY).glob("*.yml"))}
         out.append((Version("the working tree", files), ["HEAD"] if out else []))
     return out
 

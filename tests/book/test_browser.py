@@ -37,69 +37,8 @@ PAGES = bc.toc_pages(ROOT)
 pytestmark = pytest.mark.skipif(bc.missing() is not None, reason=f"{bc.missing()}: browser check skipped")
 
 
-def _nbval_executed_notebooks(session) -> dict[str, object]:
-    """The chapter notebooks nbval has executed earlier in this pytest run, with its outputs: {docname: notebook}.
-
-    nbval keeps each cell's outputs in ``item.test_outputs``; a notebook counts only when every code cell ran.
-    """
-    import copy
-
-    by_file: dict[Path, dict] = {}
-    for item in session.items:
-        if type(item).__name__ != "IPyNbCell":
-            continue
-        f = by_file.setdefault(
-            Path(str(item.parent.fspath)).resolve(), {"nb": copy.deepcopy(item.parent.nb), "outs": {}, "complete": True}
-        )
-        outs = getattr(item, "test_outputs", None)
-        if outs is None:
-            f["complete"] = False
-        else:
-            f["outs"][item.cell_num] = outs
-    done = {}
-    for path, f in by_file.items():
-        if not f["complete"]:
-            continue
-        code = [c for c in f["nb"].cells if c.cell_type == "code"]
-        for i, cell in enumerate(code):
-            cell.outputs = list(f["outs"].get(i, []))
-        try:
-            done[str(path.relative_to(ROOT).with_suffix(""))] = f["nb"]
-        except ValueError:
-            pass
-    return done
-
-
-def _build_with_outputs(out_dir: Path, notebooks: dict) -> tuple[int, str, Path]:
-    """``jupyter-book build -W`` whose chapters take their outputs from ``notebooks`` through a jupyter-cache
-    (myst-nb's ``cache`` mode matches a chapter by its code cells), so nothing is executed twice."""
-    import subprocess
-
-    import yaml
-    from jupyter_cache import get_cache
-    from jupyter_cache.base import CacheBundleIn
-
-    cache_dir = out_dir / "jupyter_cache"
-    cache = get_cache(str(cache_dir))
-    for name, nb in notebooks.items():
-        cache.cache_notebook_bundle(CacheBundleIn(nb, str(ROOT / f"{name}.md")), check_validity=False, overwrite=True)
-    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
-    cfg["execute"]["execute_notebooks"] = "cache"
-    cfg["execute"]["cache"] = str(cache_dir)
-    config = out_dir / "_config.yml"
-    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    jb = str(Path(sys.executable).with_name("jupyter-book"))
-    proc = subprocess.run(
-        [jb, "build", str(ROOT), "--config", str(config), "--path-output", str(out_dir), "-W", "--keep-going", "--all"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    return proc.returncode, proc.stdout + proc.stderr, out_dir / "_build" / "html"
-
-
 @pytest.fixture(scope="module")
-def site(request, tmp_path_factory):
+def site(request):
     """(html dir, executed?), the first that applies:
 
     1. ``COMPANION_BROWSER_SITE`` (e.g. ``_build/html`` after ``make book``): an executed site;
@@ -112,19 +51,11 @@ def site(request, tmp_path_factory):
         html = Path(env) if Path(env).is_absolute() else ROOT / env
         assert (html / "index.html").exists() or (html / "book" / "index.html").exists(), f"no site at {html}"
         return html, True
-    chapters = [p for p in PAGES if bc.is_chapter(p, ROOT)]
-    executed = _nbval_executed_notebooks(request.session)
-    if chapters and all(c in executed for c in chapters):
-        code, log, html = _build_with_outputs(tmp_path_factory.mktemp("site_executed"), executed)
-        assert code == 0, "the site built from nbval's outputs failed:\n" + log[-3000:]
-        assert "Executing notebook" not in log, "a chapter missed nbval's cached outputs and was executed again:\n" + "\n".join(
-            line for line in log.splitlines() if "notebook" in line
-        )
-        print(f"browser check on a site built from nbval's outputs of {len(chapters)} chapters")
-        return html, True
-    code, log, html = request.getfixturevalue("built_site")
+    code, log, html, executed = request.getfixturevalue("built_site")
     assert code == 0, "the site did not build (see test_book_builds_with_warnings_as_errors):\n" + log[-2000:]
-    return html, False
+    if executed:
+        print(f"browser check on the site built from nbval's outputs of {len(PAGES)} pages")
+    return html, executed
 
 
 @pytest.fixture(scope="module")

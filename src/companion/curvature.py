@@ -266,6 +266,7 @@ def lanczos(
     reorthogonalize: bool = True,
     history: bool = False,
     vector: bool = False,
+    keep_basis: bool = False,
 ):
     """Batched Lanczos on ``E`` symmetric ``P×P`` operators at once (the package's one Lanczos iteration).
 
@@ -279,6 +280,8 @@ def lanczos(
     * ``reorthogonalize=False``: the plain three-term recurrence, holding three vectors per member whatever
       ``k`` (for operators too large to store a basis of, such as paper C's output Hessians at width 4096,
       :ref:`ch-parameter-ball`). Lost orthogonality only duplicates converged Ritz values; the extremes are not moved.
+      With ``keep_basis`` the recurrence's vectors are also stored (``E·k·P`` numbers, nothing reorthogonalised), so
+      that the Ritz vector is read from them instead of rebuilt: the same vector, without the second pass.
 
     Returns the Ritz values, ascending, ``(E, k)``; with ``history`` or ``vector`` a :class:`LanczosResult`
     (the running extremes, and the unit Ritz vector of the largest-modulus Ritz value — without
@@ -307,6 +310,8 @@ def lanczos(
         Also return the extreme Ritz values after every iteration.
     vector : bool
         Also return the unit Ritz vector of the largest-modulus Ritz value.
+    keep_basis : bool
+        With ``reorthogonalize=False``: store the recurrence's vectors for the Ritz vector (no second pass).
 
     Returns
     -------
@@ -335,7 +340,7 @@ def lanczos(
             raise ValueError("v0 must have a non-zero row for every member")
     q = q / q.norm(dim=1, keepdim=True)
     q_start = q
-    Q = torch.zeros(E, k, P, dtype=dtype, device=q.device) if reorthogonalize else None
+    Q = torch.zeros(E, k, P, dtype=dtype, device=q.device) if reorthogonalize or (keep_basis and vector) else None
     alphas = torch.zeros(E, k, dtype=dtype, device=q.device)
     betas = torch.zeros(E, max(k - 1, 0), dtype=dtype, device=q.device)
     scale = torch.zeros(E, dtype=dtype, device=q.device)
@@ -349,7 +354,7 @@ def lanczos(
             raise ValueError(f"matvec must return shape ({E}, {P}), got {tuple(getattr(w, 'shape', ()))}")
         alphas[:, j] = torch.einsum("ep,ep->e", w, q)  # batched dot products, no (E, P) temporary
         scale = torch.maximum(scale, w.norm(dim=1))
-        if Q is not None:
+        if reorthogonalize:
             basis = Q[:, : j + 1]
             for _ in range(2):  # full reorthogonalisation, twice ("twice is enough")
                 w = w - torch.einsum("ejp,ej->ep", basis, torch.einsum("ejp,ep->ej", basis, w))
@@ -363,7 +368,7 @@ def lanczos(
         if bool(dead.any()):  # restart those members with a random vector orthogonal to their basis
             r = randn((E, P), generator=generator, dtype=dtype, device=q.device)
             for _ in range(2):
-                if Q is not None:
+                if reorthogonalize:
                     r = r - torch.einsum("ejp,ej->ep", Q[:, : j + 1], torch.einsum("ejp,ep->ej", Q[:, : j + 1], r))
                 else:
                     r = _project_out(r, [q] + ([] if q_prev is None else [q_prev]))

@@ -1108,9 +1108,10 @@ beyond it the vector is rebuilt by a second pass of the three-term recurrence, h
 
 def _operator_norm(params: Params, hvp, iters: int, generator, history: bool = False, vector: bool = False):
     """Lanczos (:func:`companion.curvature.lanczos`) on the symmetric operator ``hvp`` acting on parameter lists;
-    returns the :class:`~companion.curvature.LanczosResult`. The three-vector recurrence, except where the Ritz
-    vector is wanted and the Krylov basis fits in :data:`BASIS_BYTES`: then the stored basis gives the vector, and
-    the second pass of the recurrence that would rebuild it (``iters`` more Hessian-vector products) is saved."""
+    returns the :class:`~companion.curvature.LanczosResult`. The three-term recurrence without reorthogonalisation;
+    where the Ritz vector is wanted and the recurrence's vectors fit in :data:`BASIS_BYTES`, they are kept, and the
+    second pass that would rebuild the vector (``iters`` more Hessian-vector products) is saved — the same vector
+    either way."""
     validation.positive_int("iters", iters)
     shapes = [tuple(v.shape[1:]) for v in params]
     v0 = curvature.flatten([randn(v.shape, generator=generator, dtype=v.dtype, device=v.device) for v in params])
@@ -1126,7 +1127,8 @@ def _operator_norm(params: Params, hvp, iters: int, generator, history: bool = F
         P,
         iters,
         v0=v0,
-        reorthogonalize=stored,
+        reorthogonalize=False,
+        keep_basis=stored,
         history=True,
         vector=vector,
         dtype=v0.dtype,
@@ -1149,7 +1151,7 @@ def output_hessian_norm(
     or ``C M (1+D)/√m``; :ref:`ch-parameter-ball`). ``x``: ``(d,)``. Returns the norm, then (if asked) the running estimate
     ``(E, iters)`` (to show convergence) and the unit top eigenvector (a parameter list). The iteration is
     :func:`companion.curvature.lanczos` without reorthogonalisation (three vectors of length ``P`` per member), except
-    that the eigenvector is read from a stored Krylov basis where that fits in :data:`BASIS_BYTES`; the products are
+    that the recurrence's vectors are kept for the eigenvector where they fit in :data:`BASIS_BYTES`; the products are
     forward-over-reverse from :data:`FUNC_HVP_MIN_PARAMS` parameters per member on.
 
     Parameters

@@ -146,6 +146,25 @@ def test_lanczos_three_vector_mode_matches_full_reorthogonalisation(gen):
         curvature.lanczos(mv, 2, 40, 5, v0=v0[:, :3])
 
 
+def test_kept_basis_gives_the_rebuilt_ritz_vector_without_a_second_pass(gen):
+    """keep_basis: the three-term recurrence's vectors stored, so the Ritz vector is read from them: the vector the
+    second pass rebuilds (to rounding), the same Ritz values, and only ``steps`` products instead of ``2 steps``."""
+    A = _sym(gen, E=2, P=40)
+    calls = []
+
+    def mv(v):
+        calls.append(1)
+        return torch.einsum("epq,eq->ep", A, v)
+
+    v0 = device.randn((2, 40), generator=gen, dtype=torch.float64)
+    rebuilt = curvature.lanczos(mv, 2, 40, 25, v0=v0, reorthogonalize=False, vector=True)
+    n_rebuilt = len(calls)
+    kept = curvature.lanczos(mv, 2, 40, 25, v0=v0, reorthogonalize=False, vector=True, keep_basis=True)
+    assert len(calls) - n_rebuilt == 25 and n_rebuilt == 25 + 24  # the second pass: one product per vector but the last
+    torch.testing.assert_close(kept.ritz, rebuilt.ritz, rtol=0, atol=0)
+    torch.testing.assert_close(kept.vector, rebuilt.vector, rtol=0, atol=1e-12)
+
+
 def test_flatten_dicts_roundtrip(gen):
     p = {"W1": device.randn((2, 3, 4), generator=gen), "a": device.randn((2, 3), generator=gen)}
     theta = curvature.flatten(p)

@@ -44,11 +44,12 @@ def pytest_collection_modifyitems(config, items):
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 
-def build_site(out_dir, execute: str = "off"):
+def build_site(out_dir, execute: str = "off", cache_dir=None):
     """Build the book with ``jupyter-book build -W`` into ``out_dir``; returns (returncode, log, html dir).
 
     ``execute='off'`` renders the chapters without running them (nbval executes them elsewhere in the
-    suite); ``'cache'`` executes them at the scale COMPANION_SCALE names.
+    suite); ``'cache'`` executes them at the scale COMPANION_SCALE names, or takes their outputs from the
+    jupyter-cache at ``cache_dir`` where it holds them (:func:`build_with_outputs`).
     """
     import subprocess
     import sys
@@ -57,6 +58,8 @@ def build_site(out_dir, execute: str = "off"):
 
     cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
     cfg["execute"]["execute_notebooks"] = execute
+    if cache_dir is not None:
+        cfg["execute"]["cache"] = str(cache_dir)
     if execute == "off":  # no cell runs, so no value is glued: the chapters' {glue} references cannot resolve here
         cfg["sphinx"]["config"].setdefault("suppress_warnings", []).append("mystnb.glue")
     config = out_dir / "_config.yml"
@@ -118,10 +121,6 @@ def build_with_outputs(out_dir, notebooks: dict):
     """``jupyter-book build -W`` whose chapters take their outputs from ``notebooks`` through a jupyter-cache
     (myst-nb's ``cache`` mode matches a chapter by its code cells), so nothing is executed twice; returns
     (returncode, log, html dir)."""
-    import subprocess
-    import sys
-
-    import yaml
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
 
@@ -129,19 +128,7 @@ def build_with_outputs(out_dir, notebooks: dict):
     cache = get_cache(str(cache_dir))
     for name, nb in notebooks.items():
         cache.cache_notebook_bundle(CacheBundleIn(nb, str(ROOT / f"{name}.md")), check_validity=False, overwrite=True)
-    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
-    cfg["execute"]["execute_notebooks"] = "cache"
-    cfg["execute"]["cache"] = str(cache_dir)
-    config = out_dir / "_config.yml"
-    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    jb = str(__import__("pathlib").Path(sys.executable).with_name("jupyter-book"))
-    proc = subprocess.run(
-        [jb, "build", str(ROOT), "--config", str(config), "--path-output", str(out_dir), "-W", "--keep-going", "--all"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    return proc.returncode, proc.stdout + proc.stderr, out_dir / "_build" / "html"
+    return build_site(out_dir, "cache", cache_dir)
 
 
 @pytest.fixture(scope="session")

@@ -75,12 +75,13 @@ def build_site(out_dir, execute: str = "off", cache_dir=None):
 
 
 def _chapter_docnames() -> list[str]:
-    """The table of contents' pages that are chapters (a notebook beside the page)."""
-    import yaml
+    """Every chapter's docname (``tools/chapters.py``'s list; the book test keeps it equal to the table of contents')."""
+    import sys
 
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [c["file"] for part in toc.get("parts", []) for c in part["chapters"]]
-    return [f for f in files if (ROOT / f"{f}.ipynb").exists()]
+    sys.path.insert(0, str(ROOT / "tools"))
+    import chapters
+
+    return [str(md.relative_to(ROOT).with_suffix("")) for md in chapters.chapters()]
 
 
 def nbval_executed_notebooks(session) -> dict[str, object]:

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from . import population, validation
 
-__all__ = ["Continuation", "continue_search", "escaping"]
+__all__ = ["Continuation", "ValleyTolerance", "continue_search", "escaping", "valley_tolerance"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,85 @@ class Continuation:
     theta_norm: Tensor
     grad_norm: Tensor
     stationary_at: Tensor
+
+
+@dataclass(frozen=True)
+class ValleyTolerance:
+    """What :func:`valley_tolerance` returns, each ``(E,)``: ``angle`` — the largest ``|sin|`` of the angle between a
+    neuron and the line of ``a``; ``tau`` — the largest angle at which the valley's local model leaves the gradient
+    within the stationarity rule; ``exponent`` — the model's measured power ``k``; ``grad`` — ``‖∇L‖`` on the tilt
+    at ``s = φ0``. ``angle ≤ tau`` where the point's tilt is explained by the rounding floor."""
+
+    angle: Tensor
+    tau: Tensor
+    exponent: Tensor
+    grad: Tensor
+
+
+def valley_tolerance(W: Tensor, v: Tensor, a: Tensor, *, c_stat: float, phi0: float = 1e-3) -> ValleyTolerance:
+    """How far off the line of ``a`` a stationary point's neurons may lie, derived per point from the valley's local
+    model instead of chosen (Theorem 1, :ref:`ch-landscape`).
+
+    Each neuron is split into its part along ``a`` and its tilt ``w_⊥``; the path ``W(s) = W_∥ + (s/φ) W_⊥`` (``φ`` the
+    point's largest ``|sin|`` angle, so ``W(φ) = W``) tilts every neuron in the point's own direction. On it the
+    gradient follows a local power law ``g(s) = ‖∇L(W(s), v)‖ ≈ κ s^k``, measured at ``s = φ0`` and ``φ0/2``
+    (``k = log₂ g(φ0)/g(φ0/2)``). A point that passes the stationarity rule ``‖∇L‖ ≤ c ε S`` can therefore be tilted at
+    most ``τ = φ0 (c ε S / g(φ0))^{1/k}`` (``S``: :func:`companion.population.stationarity_scale` at the point); a
+    larger tilt is not explained by rounding. ``W (E, k, d)``, ``v (E, k)``, ``a (d,)`` → ``(E,)`` each.
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The first-layer weights of stationary points.
+    v : Tensor, (E, k)
+        Their signed output weights.
+    a : Tensor, (d,)
+        The target.
+    c_stat : float
+        The stationarity rule's multiple of ``ε S``.
+    phi0 : float
+        The tilt at which the model is measured, in ``(0, 0.1]``; above every point's own tilt.
+
+    Returns
+    -------
+    ValleyTolerance
+        ``angle``, ``tau``, ``exponent`` and ``grad``; a point with no tilt (``angle = 0``) has ``tau = inf`` and
+        ``exponent = nan``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`companion.population.loss`, if ``c_stat`` is not positive, if ``phi0`` is outside ``(0, 0.1]``,
+        or if a neuron is zero.
+    """
+    population._check_net(W, v, a)
+    if not c_stat > 0:
+        raise ValueError(f"c_stat must be positive, got {c_stat!r}")
+    if not 0 < phi0 <= 0.1:
+        raise ValueError(f"phi0 must lie in (0, 0.1], got {phi0!r}")
+    norms = W.norm(dim=-1)  # (E, k)
+    if bool((norms == 0).any()):
+        raise ValueError("a neuron is zero: its angle to a is undefined")
+    unit = a / a.norm()
+    along = (W @ unit)[..., None] * unit  # (E, k, d)
+    tilt = W - along
+    angle = (tilt.norm(dim=-1) / norms).amax(-1)  # (E,)
+    safe = torch.where(angle > 0, angle, 1.0)[:, None, None]
+
+    def grad_at(s: float) -> Tensor:
+        return population.flatten_params(*population.gradient(along + (s / safe) * tilt, v, a)).norm(dim=-1)
+
+    g1, g2 = grad_at(phi0), grad_at(phi0 / 2)
+    k = torch.log2(g1 / g2)
+    floor = c_stat * torch.finfo(W.dtype).eps * population.stationarity_scale(W, v, a)
+    tau = phi0 * (floor / g1) ** (1 / k)
+    tilted = angle > 0
+    return ValleyTolerance(
+        angle=angle,
+        tau=torch.where(tilted, tau, torch.inf),
+        exponent=torch.where(tilted, k, torch.nan),
+        grad=torch.where(tilted, g1, torch.nan),
+    )
 
 
 def _norms(W: Tensor, v: Tensor, a: Tensor) -> tuple[Tensor, Tensor, Tensor]:

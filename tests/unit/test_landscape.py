@@ -25,3 +25,30 @@ def test_a_run_near_a_manifold_becomes_stationary_and_is_taken_out():
     assert out.stationary_at[1] == 0  # stationary before the continuation: never moved
     assert torch.equal(out.W[1], W[1])
     assert (out.ratio[out.stationary_at >= 0] <= 64).all()
+
+
+def test_valley_tolerance_accepts_a_rounding_level_tilt_and_rejects_a_visible_one():
+    a = torch.zeros(4, dtype=torch.float64)
+    a[0] = 1.0
+    W, v = P.paper_point(0.5, 1.0, 1.0, a)
+    W, v = W.expand(3, -1, -1).clone(), v.expand(3, -1).clone()
+    W[1, 0, 1] += 1e-15 * W[1, 0].norm()  # a tilt at the rounding level of the stationarity rule
+    W[2, 0, 1] += 1e-6 * W[2, 0].norm()  # a tilt the gradient sees at first order
+    out = landscape.valley_tolerance(W, v, a, c_stat=64)
+    assert out.angle[0] == 0 and out.tau[0] == float("inf") and out.exponent[0].isnan()  # on the manifold exactly
+    assert out.exponent[1:].sub(1).abs().max() < 1e-2  # one neuron tilted alone: the gradient is linear in the angle
+    assert out.angle[1] <= out.tau[1] and out.angle[2] > out.tau[2]
+    assert torch.allclose(out.tau[1], out.tau[2], rtol=1e-2)  # the tolerance is the point's, not its tilt's
+    assert P.stationarity_ratio(W[2:], v[2:], a) > 64  # ... and rule 1 agrees
+
+
+def test_valley_tolerance_rejects_bad_input():
+    a = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
+    W = torch.tensor([[[1.0, 0.0, 0.0], [2.0, 0.0, 0.0]]], dtype=torch.float64)
+    v = torch.tensor([[1.0, -0.5]], dtype=torch.float64)
+    with pytest.raises(ValueError, match="c_stat"):
+        landscape.valley_tolerance(W, v, a, c_stat=0.0)
+    with pytest.raises(ValueError, match="phi0"):
+        landscape.valley_tolerance(W, v, a, c_stat=64, phi0=0.5)
+    with pytest.raises(ValueError, match="neuron is zero"):
+        landscape.valley_tolerance(torch.zeros_like(W), v, a, c_stat=64)

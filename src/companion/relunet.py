@@ -627,8 +627,9 @@ def loss_and_gradient_wv(
         return value, M * V.unsqueeze(-1), (torch.linalg.vecdot(W, M) if train_v else None)
     if not shared and V.ndim == 2:
         # Per-member data, one output: the same member-major layout as the shared fast path, with batched GEMMs
-        # Z = W Xᵀ (E, k, n) and M = S X (E, k, d) (each reads X once, without a transposed copy).
-        A = torch.bmm(W, X.mT).clamp_min_(0)  # ReLU(Z), (E, k, n)
+        # Z = (X Wᵀ)ᵀ (E, k, n) and M = S X (E, k, d) (each reads X once, without a transposed copy; X Wᵀ, whose
+        # output is n × k, runs at up to twice the rate of W Xᵀ on the CPU for k = 2).
+        A = torch.bmm(X, W.mT).mT.clamp_min_(0)  # ReLU(Z), (E, k, n), a transposed view
         R = torch.baddbmm(Y.neg().unsqueeze(1), V.unsqueeze(1), A)  # residuals (E, 1, n)
         value = torch.bmm(R, R.mT).view(E).div_(2 * n)
         if not need_grad:

@@ -19,9 +19,9 @@ Sections (see benchmarks/README.md for how to read the output):
    captured loop around :mod:`companion.fused`'s inductor-compiled hot path (``--fused-modes``). On the CPU
    only the eager row runs unless ``--fused-modes`` is given (inductor compiles for half a minute there).
 4. ``small`` — the small-network regime (Chapter 4's runs of paper A's net at L = 2, 3, 4 with the Tracker, and
-   Chapter 3's): per-step time of ``gd.run`` as the chapters call it, of ``gd.run(compile=True)`` (one step compiled
-   by ``torch.compile``, compile time shown apart) and of a hand-written loop of the same step, interleaved, with the
-   trajectories compared (benchmarks/README.md, section 4).
+   Chapter 3's): per-step time of ``gd.run`` as the chapters call it, of ``gd.run(compile=True)`` (the steps
+   between records as one compiled ``torch.while_loop``, compile time shown apart) and of a hand-written loop of
+   the same step, interleaved, with the trajectories compared (benchmarks/README.md, section 4).
 5. ``hessian`` — the top Hessian eigenvalue of paper A's network by Lanczos on Hessian-vector products
    (:func:`companion.curvature.top_eigenvalue`) against the dense Hessian (torch.func forward-over-reverse
    over all unit vectors, i.e. ``torch.func.hessian``'s computation, run in chunks to fit memory) followed by

@@ -239,12 +239,25 @@ def check_assumption_3_2(X: Tensor, c_x: float = 1.0) -> Tensor:
     return X
 
 
+SMALL_MATMUL = 1 << 22  # entries of the broadcast product below which a compiled graph sums it instead of a matmul
+
+
+def _bmm(a: Tensor, b: Tensor) -> Tensor:
+    """``a @ b`` for ``(E, p, q) @ (E, q, r)``. Inside a compiled graph (``gd.run(..., compile=True)``), when the
+    broadcast product ``(E, p, q, r)`` has at most :data:`SMALL_MATMUL` entries, as that product summed over ``q``,
+    which inductor fuses into its C++ loops: paper A's matrices are a few entries wide, where one library matmul call
+    costs microseconds (benchmarks/README.md, section 4). Otherwise, and always eagerly, ``torch.matmul``."""
+    if torch.compiler.is_compiling() and a.numel() * b.shape[-1] <= SMALL_MATMUL:
+        return (a.unsqueeze(-1) * b.unsqueeze(-3)).sum(-2)
+    return torch.matmul(a, b)
+
+
 def _forward_unchecked(params: Sequence[Tensor], X: Tensor, sigma: activations.Activation) -> tuple[list[Tensor], list[Tensor]]:
     E = params[0].shape[0]
     h = X.expand(E, *X.shape[-2:]) if X.ndim == 2 else X
     zs, hs = [], [h]
     for w in params:
-        z = torch.matmul(h, w.transpose(1, 2))
+        z = _bmm(h, w.transpose(1, 2))
         h = sigma.fn(z)
         zs.append(z)
         hs.append(h)
@@ -368,7 +381,7 @@ def _backward_unchecked(params: Sequence[Tensor], zs: Sequence[Tensor], sigma: a
     deltas = [sigma.d1(zs[-1])]
     for ell in range(len(params) - 2, -1, -1):
         # row-vector form of w_{ℓ+1}ᵀ δ_{ℓ+1}: (E, n, d_{ℓ+1}) @ (E, d_{ℓ+1}, d_ℓ)
-        deltas.append(sigma.d1(zs[ell]) * torch.matmul(deltas[-1], params[ell + 1]))
+        deltas.append(sigma.d1(zs[ell]) * _bmm(deltas[-1], params[ell + 1]))
     return deltas[::-1]
 
 
@@ -407,7 +420,7 @@ def _loss_and_gradient_unchecked(
     n = residual.shape[-1]
     deltas = _backward_unchecked(params, zs, sigma)
     coef = (2.0 / n) * residual.unsqueeze(-1)  # J_i'(F_i)/n, (E, n, 1)
-    grads = [torch.matmul((coef * delta).transpose(1, 2), h) for delta, h in zip(deltas, hs[:-1])]
+    grads = [_bmm((coef * delta).transpose(1, 2), h) for delta, h in zip(deltas, hs[:-1])]
     return (residual * residual).mean(dim=-1), grads
 
 

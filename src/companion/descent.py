@@ -342,7 +342,8 @@ class Tracker:
     -----
     Calling the tracker, ``tracker(params, loss (E,), grads, t)``, returns the step ``(E,)``; ``t = 0`` starts the
     running quantities afresh. It depends on ``t`` only through ``t == 0`` and makes no host conversion, so
-    ``gd.run(..., compile=True)`` may compile it into the step (``compilable``).
+    ``gd.run(..., compile=True)`` may compile it into its loop (``compilable``), where the running quantities travel
+    as :meth:`loop_carry`'s columns through :meth:`loop_step`, the same formulas as a call.
     """
 
     compilable = True  # gd.run(compile=True): t matters only as t == 0, no host conversion
@@ -359,17 +360,7 @@ class Tracker:
         self.description = f"Lemma 4.7 eta_t x kappa (L={L}, d_max={d_max})"
 
     def __call__(self, params, loss, grads, t):
-        E = loss.shape[0]
-        flat_g = torch.cat([g.reshape(E, -1) for g in grads], 1)
-        g2 = torch.linalg.vecdot(flat_g, flat_g)
-        flat_w = torch.cat([w.reshape(E, -1) for w in params], 1)
-        a = torch.linalg.vector_norm(flat_w, dim=1)
-        if self._powers is None or self._powers.device != a.device or self._powers.dtype != a.dtype:
-            self._powers = torch.arange(2 * self.L - 1, device=a.device, dtype=a.dtype)
-            k = self.kappa.to(a) if isinstance(self.kappa, Tensor) else torch.as_tensor(self.kappa).to(a)
-            self._scale = k * math.exp(-self.log_rho)  # κ/ρ per member
-        total = torch.pow(a.unsqueeze(1), self._powers).sum(1)  # Σ_{i=0}^{2L-2} ‖W‖^i
-        eta_t = self._scale / ((1 + torch.sqrt(loss.clamp_min(0))) * total)
+        eta_t, g2 = self._step(params, loss, grads)
         s = self._state
         if s is None or t == 0:
             inf = torch.full_like(loss, float("inf"))
@@ -384,23 +375,76 @@ class Tracker:
                 "loss0": loss.clone(),
             }
         else:
-            self._check_step(loss)
-        s["min_g2"] = torch.minimum(s["min_g2"], g2)
-        s["sum_eta"] = s["sum_eta"] + eta_t
-        s["sum_eta_g2"] = s["sum_eta_g2"] + eta_t * g2
-        s["sum_eta_root_g"] = s["sum_eta_root_g"] + eta_t ** (1.0 / (2 * self.L - 2)) * torch.sqrt(g2)
-        s["prev_loss"], s["prev_eta"], s["prev_g2"] = loss, eta_t, g2
+            s.update(self._checked(s, loss))
+        s.update(self._advanced(s, loss, eta_t, g2))
         return eta_t
 
-    def _check_step(self, loss: Tensor) -> None:
-        """Lemma 4.7's inequality for the step from the previous state to the one with loss ``loss``."""
-        s = self._state
+    def _step(self, params, loss: Tensor, grads) -> tuple[Tensor, Tensor]:
+        """``(κ η_t, ‖∇𝓛‖²)`` at the current point, each ``(E,)``."""
+        E = loss.shape[0]
+        flat_g = torch.cat([g.reshape(E, -1) for g in grads], 1)
+        g2 = torch.linalg.vecdot(flat_g, flat_g)
+        flat_w = torch.cat([w.reshape(E, -1) for w in params], 1)
+        a = torch.linalg.vector_norm(flat_w, dim=1)
+        if self._powers is None or self._powers.device != a.device or self._powers.dtype != a.dtype:
+            self._powers = torch.arange(2 * self.L - 1, device=a.device, dtype=a.dtype)
+            k = self.kappa.to(a) if isinstance(self.kappa, Tensor) else torch.as_tensor(self.kappa).to(a)
+            self._scale = k * math.exp(-self.log_rho)  # κ/ρ per member
+        total = torch.pow(a.unsqueeze(1), self._powers).sum(1)  # Σ_{i=0}^{2L-2} ‖W‖^i
+        return self._scale / ((1 + torch.sqrt(loss.clamp_min(0))) * total), g2
+
+    def _advanced(self, s: dict, loss: Tensor, eta_t: Tensor, g2: Tensor) -> dict:
+        """The running sums and minimum after the step ``eta_t`` from the point with ``loss`` and ``g2`` (new tensors)."""
+        return {
+            "min_g2": torch.minimum(s["min_g2"], g2),
+            "sum_eta": s["sum_eta"] + eta_t,
+            "sum_eta_g2": s["sum_eta_g2"] + eta_t * g2,
+            "sum_eta_root_g": s["sum_eta_root_g"] + eta_t ** (1.0 / (2 * self.L - 2)) * torch.sqrt(g2),
+            "prev_loss": loss,
+            "prev_eta": eta_t,
+            "prev_g2": g2,
+        }
+
+    def _checked(self, s: dict, loss: Tensor) -> dict:
+        """Lemma 4.7's inequality for the step from the previous state to the one with loss ``loss``: the worst
+        excess and the two counts after it (new tensors)."""
         excess = torch.addcmul(loss - s["prev_loss"], s["prev_eta"], s["prev_g2"], value=1.0 / (2 * self.L))
-        excess.nan_to_num_(nan=-math.inf, posinf=-math.inf)  # a non-finite step counts as neither (the engine flags it)
+        excess = excess.nan_to_num(nan=-math.inf, posinf=-math.inf)  # a non-finite step counts as neither (the engine flags it)
         band = self.tol * s["prev_loss"]
-        s["worst_excess"] = torch.maximum(s["worst_excess"], excess)
-        s["violations"] += excess > band
-        s["ambiguous"] += excess.abs() <= band
+        return {
+            "worst_excess": torch.maximum(s["worst_excess"], excess),
+            "violations": s["violations"] + (excess > band),
+            "ambiguous": s["ambiguous"] + (excess.abs() <= band),
+        }
+
+    def _check_step(self, loss: Tensor) -> None:
+        self._state.update(self._checked(self._state, loss))
+
+    # ------------------------------------------------------------------ the same step as a pure function (gd.run(compile=True))
+    _CARRY = ("min_g2", "sum_eta", "sum_eta_g2", "sum_eta_root_g", "worst_excess", "violations", "ambiguous")
+    _PREV = ("prev_loss", "prev_eta", "prev_g2")
+
+    def loop_carry(self) -> Tensor:
+        """The running state as columns ``(E, 10)`` (the seven quantities above, then the previous loss, step and
+        ``‖∇𝓛‖²``): what :func:`companion.gd.run` carries through its compiled loop (``compile=True``)."""
+        if self._state is None:
+            raise ValueError("the tracker has not been run yet")
+        return torch.stack([self._state[k] for k in self._CARRY + self._PREV], 1)
+
+    def loop_step(self, params, loss: Tensor, grads, carry: Tensor) -> tuple[Tensor, Tensor]:
+        """``(κ η_t (E,), carry)``: :meth:`__call__` at ``t > 0`` as a pure function of :meth:`loop_carry`'s
+        columns (nothing is written; the same formulas)."""
+        s = dict(zip(self._CARRY + self._PREV, carry.unbind(1)))
+        eta_t, g2 = self._step(params, loss, grads)
+        s.update(self._checked(s, loss))
+        s.update(self._advanced(s, loss, eta_t, g2))
+        return eta_t, torch.stack([s[k] for k in self._CARRY + self._PREV], 1)
+
+    def loop_load(self, carry: Tensor, loss: Tensor) -> None:
+        """Write :meth:`loop_carry`'s columns back; ``loss`` (the values of the ``prev_loss`` column) is the tensor
+        the engine records and the observers see next."""
+        self._state.update(dict(zip(self._CARRY + self._PREV, carry.unbind(1))))
+        self._state["prev_loss"] = loss
 
     def _sync(self, loss: Tensor) -> None:
         # gd.run calls the rule, then the observers, with the same loss tensor at t < steps; at t = steps the rule

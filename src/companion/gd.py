@@ -12,9 +12,10 @@ in a CUDA graph and replayed, which removes the per-kernel launch cost that domi
 history is recorded outside the graph. See the ``capture`` argument of :func:`run`.
 
 For small networks trained for many steps (a step is a few dozen tiny kernels, and the cost is per-operation
-overhead, not FLOPs) the step can instead be compiled once per run with ``torch.compile`` (inductor; C++ on the
-CPU) and called between records: see the ``compile`` argument of :func:`run` (``COMPANION_COMPILE=1`` turns it on
-for every long run). Without a working compiler it falls back to the eager loop with a warning.
+overhead, not FLOPs) the steps between two records can instead run as one compiled ``torch.while_loop``
+(inductor with its C++ wrapper on the CPU, compiled once per run and batch shape): see the ``compile`` argument of
+:func:`run` (``COMPANION_COMPILE=1`` turns it on for every long run). Without a working compiler it falls back to
+the eager loop with a warning.
 
 The engine is model-agnostic: it takes ``loss_and_grad(params) -> (loss (E,), grads)`` where ``grads``
 matches ``params`` (e.g. :func:`companion.deepnet.loss_and_gradient`).
@@ -22,6 +23,7 @@ matches ``params`` (e.g. :func:`companion.deepnet.loss_and_gradient`).
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import warnings
@@ -100,7 +102,7 @@ def constant(eta: float | Tensor) -> StepRule:
             raise ValueError(f"eta has {eta.shape[0]} entries but the ensemble has {loss.shape[0]} members")
         key = (loss.device, loss.dtype)
         if key not in converted:
-            converted[key] = eta.to(loss)
+            converted[key] = eta.to(loss, copy=True)  # a copy: never an alias of the caller's tensor
         return converted[key]
 
     rule.description = f"constant({eta if not isinstance(eta, Tensor) else 'per-member'})"  # type: ignore[attr-defined]
@@ -327,19 +329,24 @@ def run(
         the same state (``meta['capture_error']`` says why) and ``True`` raises ``RuntimeError``. The graph replays
         the eager loop's kernels: the results equal the eager loop's. ``meta['captured']`` says which path ran.
     compile
-        ``True``: compile one step (the update, then loss-and-gradient, divergence bookkeeping and the rule at the
-        new point) with ``torch.compile`` once per run and batch shape, and call it between records; recording,
-        observers, snapshots, the stop rule and the last step run eagerly, as in the eager loop. The rule must be
-        marked ``capturable`` (it ignores ``t``) or ``compilable`` (it depends on ``t`` only through ``t == 0``,
-        which starts it afresh: the compiled step calls it with ``t = 1``; :class:`companion.descent.Tracker` and
-        :func:`constant` are marked), else ``ValueError``. Inductor fuses the elementwise work, so the iterates
-        equal the eager loop's up to float64 rounding (not bit for bit). When compiling fails (no C++ compiler,
-        an unsupported operation), the run continues with the eager loop from the same state and warns
-        (``meta['compile_error']`` says why). ``meta['compiled']`` says which path ran, ``meta['compile_s']`` and
-        ``meta['compile_cpu_s']`` the wall and CPU seconds its first calls took (compiling, mostly). Ignored (eager loop) on
-        CUDA when the step is captured. Pays for runs of thousands of steps on small networks: compiling costs
-        seconds to a minute, per step it saves most of the per-operation overhead. ``None`` (default): compile when
-        the environment variable ``COMPANION_COMPILE=1`` is set, the rule is marked, the run has at least
+        ``True``: run the steps between two records as one ``torch.while_loop`` (each step the update, then
+        loss-and-gradient, divergence bookkeeping and the rule at the new point), compiled with ``torch.compile``
+        (``fullgraph``, inductor's C++ wrapper) once per run and batch shape; recording, observers, snapshots, the
+        stop rule and the last step run eagerly, as in the eager loop. The rule must be marked ``capturable`` (it
+        ignores ``t`` and keeps no state: :func:`constant`) or ``compilable`` (it depends on ``t`` only through
+        ``t == 0``, which starts it afresh: the loop calls it with ``t = 1``), else ``ValueError``; a rule with running
+        state also provides ``loop_carry()`` (its state as ``(E, k)`` columns), ``loop_step(params, loss, grads,
+        carry) -> (eta, carry)`` (the same step as a pure function) and ``loop_load(carry, loss)``, as
+        :class:`companion.descent.Tracker` does. The closure must trace as one graph (no host conversion after its
+        first call, which runs eagerly before the loop is compiled). Inductor fuses the elementwise work, so the
+        iterates equal the eager loop's up to float64 rounding (not bit for bit). When compiling fails (no C++
+        compiler, an unsupported operation, a closure that breaks the graph), the run continues with the eager loop
+        from the same state and warns (``meta['compile_error']`` says why). ``meta['compiled']`` says which path ran,
+        ``meta['compile_s']`` and ``meta['compile_cpu_s']`` the wall and CPU seconds its first calls took (compiling,
+        mostly). Ignored (eager loop) on CUDA when the step is captured. Pays for runs of thousands of steps on small
+        networks: compiling costs seconds to a minute (about 20 s of one core for paper A's net), per step it saves
+        most of the per-operation overhead (benchmarks/README.md, section 4). ``None`` (default): compile when the
+        environment variable ``COMPANION_COMPILE=1`` is set, the rule is marked, the run has at least
         ``COMPILE_MIN_STEPS`` steps and the step is not captured; else the eager loop. ``False``: never.
 
     Returns
@@ -503,7 +510,7 @@ class _Run:
         self.stopped_at = torch.full((E,), -1, dtype=torch.long, device=dev)
         self.views = [(E,) + (1,) * (p.ndim - 1) for p in params]
         self.graph = None  # (replay, buffers) of the current batch
-        self.step_fn = None  # the compiled step of the current batch (compile=True)
+        self.step_fn = None  # the compiled loop of the current batch (compile=True)
         self.compile_s = self.compile_cpu_s = 0.0  # wall and CPU seconds of the compiled steps' first calls
 
     # ------------------------------------------------------------------------------------ one step
@@ -603,58 +610,110 @@ class _Run:
         return replay, (buf_loss, buf_grads, buf_eta, t_dev)
 
     def compiled_segment(self, t0: int, t1: int, state, steps: int, bar):
-        """Steps ``t0 … t1 − 1`` by calls of the compiled step (the last step of the run eagerly); records between
-        calls. Raises :class:`_CompileFailed` when the first call of a new compiled step fails (the state it started
-        from restored)."""
+        """Steps ``t0 … t1 − 1`` by calls of the compiled loop (:meth:`_looped`), one call per stretch between two
+        records; the last step of the run eagerly. Raises :class:`_CompileFailed` when the first call of a new
+        compiled loop fails (nothing has been applied then: the loop is functional)."""
         loss, grads, eta = state
         last = t1 - 1 if t1 == steps else t1  # the run's last step evaluates no rule: eager
-        t_dev = torch.tensor(t0, dtype=torch.long, device=self.dev)
-        for t in range(t0, last):
-            if self.step_fn is None:
-                saved = [p.clone() for p in self.params], self.alive.clone(), self.batch_diverged_at.clone()
-                try:
-                    start, start_cpu = time.perf_counter(), time.process_time()
-                    self.step_fn = _COMPILE(self._step_body)
-                    loss, grads, eta = self.step_fn(self.params, self.alive, self.batch_diverged_at, grads, eta, t_dev)
-                    self.compile_s += time.perf_counter() - start
-                    self.compile_cpu_s += time.process_time() - start_cpu
-                except Exception as exc:  # nothing is applied by a failed compilation: restore to be sure
-                    for p, q in zip(self.params, saved[0]):
-                        p.copy_(q)
-                    self.alive.copy_(saved[1])
-                    self.batch_diverged_at.copy_(saved[2])
-                    self.release()
-                    raise _CompileFailed((loss, grads, eta), t) from exc
-            else:
-                loss, grads, eta = self.step_fn(self.params, self.alive, self.batch_diverged_at, grads, eta, t_dev)
-            bar.update(1)
-            if t + 1 < t1 and t + 1 in self.slot:
-                self.record(self.slot[t + 1], loss, grads, eta)
+        t = t0
+        for s in sorted({s for s in self.slot if t0 < s < last} | {last}):
+            if s > t:
+                loss, grads, eta = self._looped(t, s, loss, grads, eta)
+                bar.update(s - t)
+                t = s
+            if s < t1 and s in self.slot:
+                self.record(self.slot[s], loss, grads, eta)
         if last < t1:
             return self.eager_segment(last, t1, (loss, grads, eta), steps, bar)
         return loss, grads, eta
 
-    def _step_body(self, params, alive, diverged_at, grads, eta, t):
-        """One step, out of place except for ``params``, ``alive``, ``diverged_at`` and ``t`` (updated in place): the
-        eager loop's :meth:`update` and :meth:`evaluate` (with every tensor's finiteness tested, as in a graph)."""
-        news = [torch.addcmul(p, eta.view(shape), g, value=-1) for p, g, shape in zip(params, grads, self.views)]
-        ok = torch.isfinite(eta) & _finite_all(news)
-        diverged_at.copy_(torch.where(alive & ~ok, t, diverged_at))
-        alive.logical_and_(ok)
-        for p, new, shape in zip(params, news, self.views):
-            p.copy_(torch.where(alive.view(shape), new, p))
-        t.add_(1)
-        loss, grads = self.closure(params)
-        finite = torch.isfinite(loss) & _finite_all(grads)
-        diverged_at.copy_(torch.where(alive & ~finite, t, diverged_at))
-        alive.logical_and_(finite)
-        return loss, grads, self.rule(params, loss, grads, 1)
+    def _looped(self, t0: int, t1: int, loss: Tensor, grads: Sequence[Tensor], eta: Tensor):
+        """Steps ``t0 … t1 − 1`` in one call of ``torch.while_loop`` (compiled once per batch shape, so a stretch of
+        any length is one call): the parameters and gradients travel as flat ``(E, P)`` rows, a rule with running
+        state as its :meth:`loop_carry` columns; the results are written back into the run's tensors."""
+        E = self.members.numel()
+        shapes = [tuple(p.shape[1:]) for p in self.params]
+        sizes = [math.prod(sh) for sh in shapes]
+        stateful = callable(getattr(self.rule, "loop_step", None))
+
+        def unflat(flat: Tensor) -> list[Tensor]:
+            return [x.reshape((E,) + sh) for x, sh in zip(flat.split(sizes, dim=1), shapes)]
+
+        def flat(ts: Sequence[Tensor]) -> Tensor:
+            return torch.cat([x.reshape(E, -1) for x in ts], 1)
+
+        first = self.step_fn is None
+        start, start_cpu = time.perf_counter(), time.process_time()
+        carry = self.rule.loop_carry() if stateful else loss.new_zeros((E, 0))
+        try:
+            if first:
+                # one eager call first, so that a closure's (or stateless rule's) one-off checks and conversions,
+                # made on its first call, happen outside the loop (e.g. the closure of a batch the stop rule shrank)
+                w_loss, w_grads = self.closure(self.params)
+                if not stateful:
+                    self.rule(self.params, w_loss, w_grads, 1)
+                segment = self._loop(stateful, flat, unflat)
+                self.step_fn, self.step_code = _COMPILE(segment), segment.__code__
+            # fresh inputs: none may alias another or a tensor the body reads (a constant rule returns its own step)
+            carried = (
+                flat(self.params),
+                flat(grads),
+                loss.clone(),
+                eta.clone(),
+                self.alive.clone(),
+                self.batch_diverged_at.clone(),
+            )
+            dev_t, dev_n = (torch.tensor(v, dtype=torch.long, device=self.dev) for v in (t0, t1))
+            out = self.step_fn(dev_t, dev_n, *carried, carry)
+        except Exception as exc:  # nothing has been written: the loop is functional
+            self.release()
+            raise _CompileFailed((loss, grads, eta), t0) from exc
+        if first:
+            self.compile_s += time.perf_counter() - start
+            self.compile_cpu_s += time.process_time() - start_cpu
+        _, _, theta, g, loss, eta, alive, div, carry = out
+        for p, q in zip(self.params, unflat(theta)):
+            p.copy_(q)
+        self.alive.copy_(alive)
+        self.batch_diverged_at.copy_(div)
+        if stateful:
+            self.rule.loop_load(carry, loss)
+        return loss, unflat(g), eta
+
+    def _loop(self, stateful: bool, flat, unflat):
+        """``segment(t, n, θ, g, loss, η, alive, diverged_at, carry)``: steps ``t … n − 1`` by ``torch.while_loop``,
+        each the eager loop's :meth:`update` then :meth:`evaluate` out of place (every tensor's finiteness tested),
+        the rule called with ``t = 1`` or, with running state, as :meth:`loop_step` on its carried columns."""
+
+        def body(t, n, theta, g, loss, eta, alive, div, carry):
+            new = torch.addcmul(theta, eta[:, None], g, value=-1)
+            ok = torch.isfinite(eta) & _finite_all([new])
+            div = torch.where(alive & ~ok, t, div)
+            alive = alive & ok
+            theta = torch.where(alive[:, None], new, theta).to(theta.dtype)
+            t = t + 1
+            params = unflat(theta)
+            loss, grads = self.closure(params)
+            g = flat(grads)
+            finite = torch.isfinite(loss) & _finite_all([g])
+            div = torch.where(alive & ~finite, t, div)
+            alive = alive & finite
+            if stateful:
+                eta, carry = self.rule.loop_step(params, loss, grads, carry)
+            else:
+                eta, carry = self.rule(params, loss, grads, 1).clone(), carry.clone()
+            return t, n.clone(), theta, g, loss, eta, alive, div, carry  # outputs never alias inputs
+
+        def segment(*carried):
+            return torch.while_loop(lambda t, n, *rest: t < n, body, carried)
+
+        return segment
 
     def release(self) -> None:
-        """Drop the compiled step (and the compiler's cache entries for it, which hold this run's closures)."""
+        """Drop the compiled loop (and the compiler's cache entries for it, which hold this run's closures)."""
         if self.step_fn is not None:
             self.step_fn = None
-            _RELEASE(_Run._step_body.__code__)
+            _RELEASE(self.step_code)
 
     # ------------------------------------------------------------------------------------ bookkeeping
     def record(self, i: int, loss: Tensor, grads: Sequence[Tensor], eta: Tensor, members: Tensor | None = None) -> None:
@@ -735,8 +794,12 @@ class _CompileFailed(Exception):
 
 
 def _torch_compile(fn: Callable) -> Callable:
-    """``fn`` compiled by ``torch.compile`` (inductor, shapes fixed: one compilation per batch shape)."""
-    return torch.compile(fn, dynamic=False)
+    """``fn`` compiled by ``torch.compile`` (inductor, shapes fixed: one compilation per batch shape; the whole of
+    ``fn`` in one graph, as ``torch.while_loop`` needs; inductor's C++ wrapper, which runs the loop's iterations
+    without returning to Python; its fused CPU kernels on one thread: the loop is for steps of a few thousand
+    numbers, where a parallel region per kernel costs more than the work — at Chapter 4's L = 2 on two threads,
+    116 µs a step against 26 µs on one; library calls such as a large matmul keep torch's threads)."""
+    return torch.compile(fn, dynamic=False, fullgraph=True, options={"cpp_wrapper": True, "cpp.threads": 1})
 
 
 def _release_code(code) -> None:

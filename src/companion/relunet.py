@@ -616,14 +616,16 @@ def loss_and_gradient_wv(
     if shared and V.ndim == 2:
         # The fast path (shared data, one output; benchmarks/README.md): member-major layout (E, k, n), the
         # forward GEMM Z = W Xᵀ with the ReLU in place, prediction and residual in one baddbmm, the mask
-        # applied in place as sign(ReLU(Z))·R, and the backward GEMM Mᵀ = Xᵀ Sᵀ.
-        A = torch.mm(W.reshape(E * k, d), X.T).view(E, k, n).clamp_min_(0)  # ReLU(Z), (E, k, n)
+        # applied in place as sign(ReLU(Z))·R, and the backward GEMM Mᵀ = Xᵀ Sᵀ. Xᵀ is written X.t(): traced into
+        # gd.run's compiled loop, two `.T` reads of the closed-over X would become two aliased graph inputs, which
+        # torch.while_loop refuses; a method call is a view made inside the graph.
+        A = torch.mm(W.reshape(E * k, d), X.t()).view(E, k, n).clamp_min_(0)  # ReLU(Z), (E, k, n)
         R = torch.baddbmm(Y.neg().view(1, 1, n), V.reshape(E, 1, k), A)  # residuals (E, 1, n)
         value = torch.bmm(R, R.mT).view(E).div_(2 * n)  # Σ_i R_i² per member
         if not need_grad:
             return value, None, None
         S = A.sign_().mul_(R)  # 1{Z > 0} R, in place
-        M = torch.mm(X.T, S.view(E * k, n).T).T.contiguous().view(E, k, d).div_(n)  # (E, k, d)
+        M = torch.mm(X.t(), S.view(E * k, n).T).T.contiguous().view(E, k, d).div_(n)  # (E, k, d)
         return value, M * V.unsqueeze(-1), (torch.linalg.vecdot(W, M) if train_v else None)
     if not shared and V.ndim == 2:
         # Per-member data, one output: the same member-major layout as the shared fast path, with batched GEMMs

@@ -135,6 +135,32 @@ def test_lemma_4_7_descent_every_step_and_tracker_bookkeeping(gen):
         torch.testing.assert_close(tr.state["sum_eta_root_g"], root_sum, rtol=1e-12, atol=0)
 
 
+def test_tracker_loop_step_is_its_call_as_a_pure_function(gen):
+    """``loop_step`` on ``loop_carry``'s columns (gd.run's compiled loop) returns the call's step and state, bit for
+    bit, and writes nothing; ``loop_load`` puts the state back."""
+    params = deepnet.init_params([3, 4, 4, 1], 5, 1.0, generator=gen)
+    X = deepnet.ball_data(8, 3, generator=gen)
+    y = torch.randn(8, generator=gen, dtype=torch.float64)
+    f = descent.make_loss_and_grad(params, X, y, "softplus")
+    a, b = (descent.Tracker(3, deepnet.d_max(params), kappa=1e3, tol=1e-13) for _ in range(2))
+    with pytest.raises(ValueError, match="not been run"):
+        a.loop_carry()
+    loss, grads = f(params)
+    eta = a(params, loss, grads, 0)
+    assert torch.equal(b(params, loss, grads, 0), eta)
+    for _ in range(6):
+        params = [w - eta.view(-1, 1, 1) * g for w, g in zip(params, grads)]
+        loss, grads = f(params)
+        before = b.loop_carry()
+        eta, carry = b.loop_step(params, loss, grads, before)
+        assert torch.equal(b.loop_carry(), before)  # pure: nothing written
+        b.loop_load(carry, loss)
+        assert torch.equal(a(params, loss, grads, 1), eta)
+        assert b.state["prev_loss"] is loss
+    for k in ("min_g2", "sum_eta", "sum_eta_g2", "sum_eta_root_g", "worst_excess", "violations", "ambiguous"):
+        assert torch.equal(a.state[k], b.state[k]), k
+
+
 # --------------------------------------------------------------------------------------- ValueErrors
 def test_relu_is_refused(gen):
     p1, p2 = search.random_pairs([3, 4, 1], 2, generator=gen)

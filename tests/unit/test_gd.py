@@ -11,10 +11,11 @@
 * **Captured loop** (CUDA graphs) — validated on the CPU with an eager stand-in for the graph (equal to the eager
   loop, fallback on a failed capture); on CUDA (``gpu``-marked, skipped without one) against the CPU and the eager
   loop, and without device synchronisation per step.
-* **Compiled step** (``compile=True``) — the loop logic with an eager stand-in for the compiler (equal to the eager
-  loop, divergence, stops, snapshots), a real ``torch.compile`` on the CPU (float64-rounding agreement on paper A's
-  network with the Tracker), the fallback to the eager loop with a warning when compiling fails, and rules that
-  cannot be compiled.
+* **Compiled loop** (``compile=True``: the steps between records as one ``torch.while_loop``) — the loop logic with
+  an eager stand-in for the compiler (equal to the eager loop, divergence, stops, snapshots; the Tracker's running
+  state carried as columns), a real ``torch.compile`` on the CPU (float64-rounding agreement on paper A's network
+  with the Tracker), the fallback to the eager loop with a warning when compiling fails, and rules that cannot be
+  compiled.
 * **Fused formulation** — :mod:`companion.fused`'s out-of-place paper B hot path against relunet's, in the engine,
   and compiled inside the CUDA graph (``gpu``).
 * **Hot paths** — the closures the chapters use make no host conversion per step (on CUDA each is a synchronisation).
@@ -650,8 +651,10 @@ def test_compiled_loop_logic_on_cpu(monkeypatch):
 
 
 def test_compiled_tracker_loop_logic_on_cpu(monkeypatch):
-    """The Tracker (a rule with running state) inside the compiled step, stand-in compiler: the same running
-    quantities, records and descent counts as the eager loop."""
+    """The Tracker (a rule with running state, carried as columns through the loop) inside the compiled loop,
+    stand-in compiler (``torch.while_loop`` traced by dynamo, run eagerly): the same records and descent counts as
+    the eager loop, and the same running quantities. Not bit for bit: inside a traced graph paper A's matmuls are
+    broadcast products summed (``deepnet._bmm``), equal to ``torch.matmul`` up to rounding."""
     monkeypatch.setattr(gd, "_COMPILE", lambda fn: fn)
     lg, params, tracker = _paper_a_tracker_problem()
     runs = {}
@@ -660,8 +663,22 @@ def test_compiled_tracker_loop_logic_on_cpu(monkeypatch):
         runs[c] = (gd.run(lg, params, 150, tr, record_at=gd.log_spaced(150, 20), observers=tr.observers(),
                           progress=False, compile=c), tr)  # fmt: skip
     (a, ta), (b, tb) = runs[False], runs[True]
-    _same_run(b, a)
-    for k in ta.state:
+    assert b.meta["compiled"] and torch.equal(a.diverged_at, b.diverged_at) and torch.equal(a.iterations, b.iterations)
+    for p, q in zip(b.params, a.params):
+        assert rel(p, q) < 1e-12
+    assert set(a.history) == set(b.history)
+    for key in a.history:
+        x, y = b.history[key], a.history[key]
+        assert torch.equal(torch.isnan(x), torch.isnan(y)), key
+        if key in ("violations", "ambiguous"):
+            assert torch.equal(x, y), key
+        elif key != "worst_excess":  # a difference of nearly equal losses: compared on the loss's scale below
+            assert rel(torch.nan_to_num(x), torch.nan_to_num(y)) < 1e-12, key
+    scale = float(a.history["loss"][0].abs().max())
+    assert float((ta.state["worst_excess"] - tb.state["worst_excess"]).abs().max()) < 1e-14 * scale
+    for k in ("min_g2", "sum_eta", "sum_eta_g2", "sum_eta_root_g"):
+        assert rel(ta.state[k], tb.state[k]) < 1e-12, k
+    for k in ("violations", "ambiguous"):
         assert torch.equal(ta.state[k], tb.state[k]), k
 
 

@@ -93,7 +93,15 @@ def flatten(params: Sequence[Tensor] | dict) -> Tensor:
     if any(p.shape[0] != E for p in params):
         raise ValueError("every parameter tensor needs the same leading ensemble size")
     validation.same_device(**{f"params[{i}]": p for i, p in enumerate(params)})
-    return torch.cat([p.reshape(E, -1) for p in params], dim=1)
+    sizes = [p[0].numel() if p.ndim > 1 else 1 for p in params]
+    out = torch.empty((E, sum(sizes)), dtype=params[0].dtype, device=params[0].device)
+    offset = 0
+    for p, size in zip(params, sizes):
+        # each tensor copied once into its block, whatever its strides (a reshape of a transposed gradient would
+        # copy it first, and a concatenation copy it again)
+        out[:, offset : offset + size].view(p.shape).copy_(p)
+        offset += size
+    return out
 
 
 def unflatten(theta: Tensor, shapes: Sequence[Sequence[int]] | dict) -> list[Tensor] | dict:

@@ -29,6 +29,30 @@ def test_explicit_gradient_matches_autograd(shared, r, scale):
         assert torch.allclose(x, y, rtol=1e-12, atol=1e-14 * max(1.0, y.abs().max().item()))
 
 
+def test_feature_major_inputs_take_their_own_gemms_and_agree_to_rounding():
+    """Per-member inputs stored feature-major (``X = Xt.mT``, as make_loss_and_grad keeps them) give the same loss
+    and gradients as the sample-major layout to rounding, against autograd too; the closure holds that layout and
+    its restriction keeps it."""
+    g = _gen(4)
+    E, k, d, n = 6, 2, 9, 50
+    a = rn.unit_target(d, device="cpu")
+    X, Y = rn.gaussian_data(n, d, a, ensemble=E, generator=g, device="cpu")
+    W, V = rn.xavier_init(k, d, E, 1.0, generator=g, device="cpu")
+    Xf = X.mT.contiguous().mT
+    assert torch.equal(Xf, X) and not Xf.is_contiguous()
+    ref = rn.loss_and_grad_autograd(W, V, X, Y)
+    for got in (rn.loss_and_gradient_wv(W, V, X, Y), rn.loss_and_gradient_wv(W, V, Xf, Y)):
+        for x, y in zip(got, ref):
+            assert x.shape == y.shape and torch.allclose(x, y, rtol=1e-12, atol=1e-15)
+    f = rn.make_loss_and_grad(X, Y)
+    loss, (gW, gV) = f([W, V])
+    want = rn.loss_and_gradient_wv(W, V, Xf, Y)
+    assert torch.equal(loss, want[0]) and torch.equal(gW, want[1]) and torch.equal(gV, want[2])
+    keep = torch.tensor([0, 3, 5])
+    loss_r, (gW_r, _) = f.restrict(keep)([W[keep], V[keep]])
+    assert torch.equal(loss_r, loss[keep]) and torch.allclose(gW_r, gW[keep], rtol=1e-13, atol=1e-16)
+
+
 def test_closure_fixed_v_and_engine_agree_with_reference():
     g = _gen(2)
     E, d, n = 3, 5, 30

@@ -64,6 +64,9 @@ def _loss_values(loss_fn: LossFn, theta: Tensor) -> Tensor:
 
 
 # --------------------------------------------------------------------------------------------- adapters
+FLATTEN_COPY_MIN = 1 << 16  # numbers from which flatten copies block by block instead of concatenating
+
+
 def flatten(params: Sequence[Tensor] | dict) -> Tensor:
     """Concatenate parameter tensors ``(E, …)`` into flat vectors ``(E, P)`` (row-major, layer by layer).
 
@@ -93,12 +96,14 @@ def flatten(params: Sequence[Tensor] | dict) -> Tensor:
     if any(p.shape[0] != E for p in params):
         raise ValueError("every parameter tensor needs the same leading ensemble size")
     validation.same_device(**{f"params[{i}]": p for i, p in enumerate(params)})
+    if sum(p.numel() for p in params) < FLATTEN_COPY_MIN:
+        return torch.cat([p.reshape(E, -1) for p in params], dim=1)  # few numbers: the fewest operations
     sizes = [p[0].numel() if p.ndim > 1 else 1 for p in params]
     out = torch.empty((E, sum(sizes)), dtype=params[0].dtype, device=params[0].device)
     offset = 0
     for p, size in zip(params, sizes):
         # each tensor copied once into its block, whatever its strides (a reshape of a transposed gradient would
-        # copy it first, and a concatenation copy it again)
+        # copy it first, and a concatenation copy it again); the same numbers as the concatenation
         out[:, offset : offset + size].view(p.shape).copy_(p)
         offset += size
     return out

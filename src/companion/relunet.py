@@ -684,7 +684,9 @@ def make_loss_and_grad(X: Tensor, Y: Tensor, *, fixed_v: Tensor | None = None) -
     The data are validated once here; the parameters' shapes against them at the first call. Trainable and
     fixed output weights are handled by :func:`companion.model.two_layer_closure`, as for the population loss.
     ``closure.restrict(index)`` is the closure of the members at positions ``index`` (per-member data and
-    output weights sliced), the contract of :mod:`companion.model`.
+    output weights sliced), the contract of :mod:`companion.model`. Per-member inputs with one output are kept
+    as a feature-major copy (``E·n·d`` numbers besides the caller's ``X``), which :func:`loss_and_gradient_wv`'s
+    GEMMs read at bandwidth.
 
     Parameters
     ----------

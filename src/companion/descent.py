@@ -426,14 +426,45 @@ class Tracker:
 
     def loop_carry(self) -> Tensor:
         """The running state as columns ``(E, 10)`` (the seven quantities above, then the previous loss, step and
-        ``‖∇𝓛‖²``): what :func:`companion.gd.run` carries through its compiled loop (``compile=True``)."""
+        ``‖∇𝓛‖²``): what :func:`companion.gd.run` carries through its compiled loop (``compile=True``).
+        Paper A, Lemma 4.7 and Theorem 4.8 (:ref:`ch-rate`).
+
+        Returns
+        -------
+        Tensor, (E, 10)
+            The columns, in the order above.
+
+        Raises
+        ------
+        ValueError
+            Before the tracker's first call.
+        """
         if self._state is None:
             raise ValueError("the tracker has not been run yet")
         return torch.stack([self._state[k] for k in self._CARRY + self._PREV], 1)
 
     def loop_step(self, params, loss: Tensor, grads, carry: Tensor) -> tuple[Tensor, Tensor]:
-        """``(κ η_t (E,), carry)``: :meth:`__call__` at ``t > 0`` as a pure function of :meth:`loop_carry`'s
-        columns (nothing is written; the same formulas)."""
+        """A call of the tracker at ``t > 0`` as a pure function of :meth:`loop_carry`'s columns (nothing is
+        written; the same formulas). Paper A, Lemma 4.7 and Theorem 4.8 (:ref:`ch-rate`).
+
+        Parameters
+        ----------
+        params : list of Tensor, each (E, d_ℓ, d_{ℓ−1})
+            The weights at the current point.
+        loss : Tensor, (E,)
+            The loss there.
+        grads : list of Tensor
+            Its gradient, shaped like ``params``.
+        carry : Tensor, (E, 10)
+            The running state after the previous step (:meth:`loop_carry`'s columns).
+
+        Returns
+        -------
+        eta : Tensor, (E,)
+            The step ``κ η_t``.
+        carry : Tensor, (E, 10)
+            The running state after this step.
+        """
         s = dict(zip(self._CARRY + self._PREV, carry.unbind(1)))
         eta_t, g2 = self._step(params, loss, grads)
         s.update(self._checked(s, loss))
@@ -441,8 +472,15 @@ class Tracker:
         return eta_t, torch.stack([s[k] for k in self._CARRY + self._PREV], 1)
 
     def loop_load(self, carry: Tensor, loss: Tensor) -> None:
-        """Write :meth:`loop_carry`'s columns back; ``loss`` (the values of the ``prev_loss`` column) is the tensor
-        the engine records and the observers see next."""
+        """Write :meth:`loop_carry`'s columns back into the running state. Paper A, Theorem 4.8 (:ref:`ch-rate`).
+
+        Parameters
+        ----------
+        carry : Tensor, (E, 10)
+            The running state, as :meth:`loop_step` returns it.
+        loss : Tensor, (E,)
+            The values of its ``prev_loss`` column: the tensor the engine records and the observers see next.
+        """
         self._state.update(dict(zip(self._CARRY + self._PREV, carry.unbind(1))))
         self._state["prev_loss"] = loss
 

@@ -96,9 +96,9 @@ def flatten(params: Sequence[Tensor] | dict) -> Tensor:
     if any(p.shape[0] != E for p in params):
         raise ValueError("every parameter tensor needs the same leading ensemble size")
     validation.same_device(**{f"params[{i}]": p for i, p in enumerate(params)})
-    if sum(p.numel() for p in params) < FLATTEN_COPY_MIN:
+    sizes = [p[0].numel() for p in params]  # per member
+    if E * sum(sizes) < FLATTEN_COPY_MIN:
         return torch.cat([p.reshape(E, -1) for p in params], dim=1)  # few numbers: the fewest operations
-    sizes = [p[0].numel() if p.ndim > 1 else 1 for p in params]
     out = torch.empty((E, sum(sizes)), dtype=params[0].dtype, device=params[0].device)
     offset = 0
     for p, size in zip(params, sizes):

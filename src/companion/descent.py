@@ -514,18 +514,7 @@ class Tracker:
 
         return {
             **observers(),
-            **{
-                k: running(k)
-                for k in (
-                    "min_g2",
-                    "sum_eta",
-                    "sum_eta_g2",
-                    "sum_eta_root_g",
-                    "worst_excess",
-                    "violations",
-                    "ambiguous",
-                )
-            },
+            **{k: running(k) for k in self._CARRY},
         }
 
     @property

@@ -687,7 +687,7 @@ class _Run:
 
         def body(t, n, theta, g, loss, eta, alive, div, carry):
             new = torch.addcmul(theta, eta[:, None], g, value=-1)
-            ok = torch.isfinite(eta) & _finite_all([new])
+            ok = torch.isfinite(eta) & finite_rows(new)
             div = torch.where(alive & ~ok, t, div)
             alive = alive & ok
             theta = torch.where(alive[:, None], new, theta).to(theta.dtype)
@@ -695,7 +695,7 @@ class _Run:
             params = unflat(theta)
             loss, grads = self.closure(params)
             g = flat(grads)
-            finite = torch.isfinite(loss) & _finite_all([g])
+            finite = torch.isfinite(loss) & finite_rows(g)
             div = torch.where(alive & ~finite, t, div)
             alive = alive & finite
             if stateful:

@@ -110,7 +110,8 @@ def valley_tolerance(W: Tensor, v: Tensor, a: Tensor, *, c_stat: float, phi0: fl
     along = (W @ unit)[..., None] * unit  # (E, k, d)
     tilt = W - along
     angle = (tilt.norm(dim=-1) / norms).amax(-1)  # (E,)
-    safe = torch.where(angle > 0, angle, 1.0)[:, None, None]
+    tilted = angle > 0
+    safe = torch.where(tilted, angle, 1.0)[:, None, None]
 
     def grad_at(s: float) -> Tensor:
         return population.flatten_params(*population.gradient(along + (s / safe) * tilt, v, a)).norm(dim=-1)
@@ -119,7 +120,6 @@ def valley_tolerance(W: Tensor, v: Tensor, a: Tensor, *, c_stat: float, phi0: fl
     k = torch.log2(g1 / g2)
     floor = c_stat * torch.finfo(W.dtype).eps * population.stationarity_scale(W, v, a)
     tau = phi0 * (floor / g1) ** (1 / k)
-    tilted = angle > 0
     return ValleyTolerance(
         angle=angle,
         tau=torch.where(tilted, tau, torch.inf),

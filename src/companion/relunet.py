@@ -632,11 +632,11 @@ def loss_and_gradient_wv(
         return value, M * V.unsqueeze(-1), (torch.linalg.vecdot(W, M) if train_v else None)
     if not shared and V.ndim == 2:
         # Per-member data, one output: the same member-major layout as the shared fast path, with batched GEMMs
-        # Z = (X Wᵀ)ᵀ (E, k, n) and M = S X (E, k, d) (each reads X once, without a transposed copy; X Wᵀ, whose
-        # output is n × k, runs at up to twice the rate of W Xᵀ on the CPU for k = 2).
-        # Feature-major inputs (X a transposed view of a contiguous (E, d, n) tensor): Z = W Xᵀ and Mᵀ = Xᵀ Sᵀ.
-        # (X.transpose, not the X.mT attribute: traced into gd.run's compiled loop, each attribute read of the
-        # closed-over X would become a graph input of its own, aliased to the others, which torch.while_loop refuses)
+        # that each read X once, without a transposed copy, in the order that suits its layout: feature-major X
+        # (a transposed view of a contiguous (E, d, n) tensor, make_loss_and_grad's) Z = W Xᵀ and Mᵀ = Xᵀ Sᵀ;
+        # sample-major Z = (X Wᵀ)ᵀ (whose n × k output runs at up to twice the rate of W Xᵀ on the CPU for k = 2)
+        # and M = S X. Xᵀ by X.transpose, not the X.mT attribute: traced into gd.run's compiled loop, each attribute
+        # read of the closed-over X would become a graph input of its own, aliased to the others (refused).
         Xt = X.transpose(1, 2)
         feature_major = Xt.is_contiguous() and not X.is_contiguous()
         A = (torch.bmm(W, Xt) if feature_major else torch.bmm(X, W.mT).mT).clamp_min_(0)  # ReLU(Z), (E, k, n)

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from . import population, validation
 
-__all__ = ["Continuation", "ValleyTolerance", "continue_search", "escaping", "valley_tolerance"]
+__all__ = ["Continuation", "ValleyTolerance", "continue_search", "escaping", "neuron_tilt", "valley_tolerance"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,57 @@ class ValleyTolerance:
     tau: Tensor
     exponent: Tensor
     grad: Tensor
+
+
+def _split(W: Tensor, a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Each neuron's part along the line of ``a`` and its tilt off it, ``(E, k, d)`` each, and the largest ``|sin|``
+    of a neuron's angle to that line per member, ``(E,)``; ``ValueError`` on a zero neuron."""
+    norms = W.norm(dim=-1)  # (E, k)
+    if bool((norms == 0).any()):
+        raise ValueError("a neuron is zero: its angle to a is undefined")
+    unit = a / a.norm()
+    along = (W @ unit)[..., None] * unit  # (E, k, d)
+    tilt = W - along
+    return along, tilt, (tilt.norm(dim=-1) / norms).amax(-1)
+
+
+def neuron_tilt(W: Tensor, a: Tensor) -> Tensor:
+    """The largest ``|sin|`` of the angle between a neuron ``w_j`` and the line of ``a``, per member: ``0`` on the
+    manifolds of Theorem 1's saddles, whose neurons are all parallel to ``a`` (:ref:`ch-landscape`).
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        First-layer weights, ``k`` neurons per member.
+    a : Tensor, (d,)
+        The target (any non-zero length).
+
+    Returns
+    -------
+    Tensor, (E,)
+        ``max_j ‖w_j − (w_j·â) â‖ / ‖w_j‖`` with ``â = a/‖a‖``.
+
+    Raises
+    ------
+    ValueError
+        If ``W`` or ``a`` is malformed, on another device or dtype, ``a`` is zero, or a neuron is zero.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from companion import landscape
+    >>> W = torch.tensor([[[2.0, 0.0], [1.0, 1.0]]], dtype=torch.float64)
+    >>> round(landscape.neuron_tilt(W, torch.tensor([1.0, 0.0], dtype=torch.float64)).item(), 4)
+    0.7071
+    """
+    validation.tensor("W", W, ndim=3)
+    validation.tensor("a", a, ndim=1)
+    validation.same_device(W=W, a=a)
+    if W.shape[-1] != a.shape[0]:
+        raise ValueError(f"W's neurons have dimension {W.shape[-1]}, a has {a.shape[0]}")
+    if not bool(a.any()):
+        raise ValueError("a must not be zero")
+    return _split(W, a)[2]
 
 
 def valley_tolerance(W: Tensor, v: Tensor, a: Tensor, *, c_stat: float, phi0: float = 1e-3) -> ValleyTolerance:
@@ -103,13 +154,7 @@ def valley_tolerance(W: Tensor, v: Tensor, a: Tensor, *, c_stat: float, phi0: fl
         raise ValueError(f"c_stat must be positive, got {c_stat!r}")
     if not 0 < phi0 <= 0.1:
         raise ValueError(f"phi0 must lie in (0, 0.1], got {phi0!r}")
-    norms = W.norm(dim=-1)  # (E, k)
-    if bool((norms == 0).any()):
-        raise ValueError("a neuron is zero: its angle to a is undefined")
-    unit = a / a.norm()
-    along = (W @ unit)[..., None] * unit  # (E, k, d)
-    tilt = W - along
-    angle = (tilt.norm(dim=-1) / norms).amax(-1)  # (E,)
+    along, tilt, angle = _split(W, a)  # angle: (E,), as neuron_tilt
     tilted = angle > 0
     safe = torch.where(tilted, angle, 1.0)[:, None, None]
 

@@ -52,3 +52,32 @@ def test_valley_tolerance_rejects_bad_input():
         landscape.valley_tolerance(W, v, a, c_stat=64, phi0=0.5)
     with pytest.raises(ValueError, match="neuron is zero"):
         landscape.valley_tolerance(torch.zeros_like(W), v, a, c_stat=64)
+
+
+def test_neuron_tilt_is_the_largest_sine_to_the_line_of_a_and_agrees_with_valley_tolerance():
+    gen = torch.Generator().manual_seed(3)
+    W = torch.randn(4, 3, 5, generator=gen, dtype=torch.float64)
+    v = torch.randn(4, 3, generator=gen, dtype=torch.float64)
+    a = 2.0 * torch.randn(5, generator=gen, dtype=torch.float64)
+    unit = a / a.norm()
+    cos = (W @ unit).abs() / W.norm(dim=-1)
+    expected = (1 - cos**2).clamp_min(0).sqrt().amax(-1)
+    tilt = landscape.neuron_tilt(W, a)
+    assert torch.allclose(tilt, expected, rtol=1e-12, atol=1e-15)
+    assert torch.equal(tilt, landscape.valley_tolerance(W, v, a, c_stat=64).angle)
+    on_line = unit * torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)[None, :, None]
+    assert landscape.neuron_tilt(on_line.expand(2, 3, 5), a).abs().max() < 1e-15
+
+
+def test_neuron_tilt_rejects_bad_input():
+    W = torch.ones(2, 3, 4, dtype=torch.float64)
+    a = torch.ones(4, dtype=torch.float64)
+    for bad in (
+        lambda: landscape.neuron_tilt(W[0], a),
+        lambda: landscape.neuron_tilt(W, a[:3]),
+        lambda: landscape.neuron_tilt(W, torch.zeros(4, dtype=torch.float64)),
+        lambda: landscape.neuron_tilt(W.float(), a),
+        lambda: landscape.neuron_tilt(torch.zeros_like(W), a),
+    ):
+        with pytest.raises(ValueError):
+            bad()

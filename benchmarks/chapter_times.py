@@ -5,9 +5,9 @@ Three modes:
 ``quick``  runs the whole quick-scale test command once (``COMPANION_SCALE=quick pytest``, i.e. ``make test``
            without the make) with a JUnit report, and sums the per-test times by file: each chapter notebook
            (nbval runs it cell by cell) and each unit-test module. Budget: 25 s per chapter (about 15 s on an
-           idle machine is the aim: the suite runs every chapter at three seeds), 12 min in all.
+           idle machine is the aim: the suite runs every chapter at three seeds), 10 min in all.
 ``paper``  executes every chapter notebook at paper scale, one at a time (nbclient, the same executor the
-           book build uses), and times each. Budget: 25 min for the whole book (5 min per chapter at most).
+           book build uses), and times each. Budget: 15 min for the whole book on two cores (150 s per chapter at most).
            ``--scale quick`` executes at quick scale instead; ``--save-dir`` keeps the executed notebooks
            (benchmarks/gpu_check.sh uses both); ``--cells N`` also prints each chapter's N slowest cells (from the
            start and end times nbclient records in every cell's metadata).
@@ -33,9 +33,9 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BUDGET = {"quick": 25.0, "paper": 300.0, "cache": 300.0}
-TOTAL_QUICK_BUDGET = 720.0
-TOTAL_PAPER_BUDGET = 1500.0
+BUDGET = {"quick": 25.0, "paper": 150.0, "cache": 150.0}
+TOTAL_QUICK_BUDGET = 600.0
+TOTAL_PAPER_BUDGET = 900.0
 
 
 def chapters() -> list[Path]:

@@ -22,6 +22,7 @@ from . import validation
 __all__ = [
     "Estimate",
     "wilson",
+    "clopper_pearson",
     "mean",
     "linear_slope",
     "loglog_slope",
@@ -207,6 +208,56 @@ def wilson(successes, trials, confidence: float = 0.95) -> Estimate:
     low, high = np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
     k, n = np.broadcast_arrays(k, n)
     return Estimate(_field(p), _field(low), _field(high), confidence, "Wilson", successes=_field(k), trials=_field(n))
+
+
+def clopper_pearson(successes, trials, confidence: float = 0.95) -> Estimate:
+    """Clopper–Pearson (exact) interval for a binomial proportion, for one count or vectorised: its coverage is at
+    least ``confidence`` for every ``p``, where :func:`wilson`'s dips below it when ``n p`` is of order one (rare
+    failures at large ``d``, :ref:`ch-failures`).
+
+    Parameters
+    ----------
+    successes : int, array_like or Tensor, shape (...)
+        Counts ``k``, with ``0 ≤ k ≤ n``.
+    trials : int, array_like or Tensor, shape (...)
+        Trials ``n > 0``, broadcast against ``successes``.
+    confidence : float
+        Coverage of the interval, in ``(0, 1)``.
+
+    Returns
+    -------
+    Estimate
+        ``value = k/n`` with the interval ``[B(α/2; k, n−k+1), B(1−α/2; k+1, n−k)]`` (beta quantiles, ``0`` at
+        ``k = 0`` and ``1`` at ``k = n``), ``method = "Clopper-Pearson"``, ``successes`` and ``trials``; floats for a
+        single count, arrays of the broadcast shape ``(...)`` otherwise.
+
+    Raises
+    ------
+    ValueError
+        When not ``0 ≤ successes ≤ trials`` with ``trials > 0``, or ``confidence`` is not in ``(0, 1)``.
+
+    Examples
+    --------
+    >>> from companion import stats
+    >>> print(stats.clopper_pearson(7, 40, confidence=0.99))
+    7/40 = 0.175 [0.054, 0.376] (99% Clopper-Pearson)
+    >>> edges = stats.clopper_pearson([0, 40], 40)
+    >>> edges.low.round(4).tolist(), edges.high.round(4).tolist()
+    ([0.0, 0.9119], [0.0881, 1.0])
+    """
+    k, n = _np(successes), _np(trials)
+    if np.any(n <= 0) or np.any(k < 0) or np.any(k > n):
+        raise ValueError("need 0 <= successes <= trials and trials > 0")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    k, n = np.broadcast_arrays(k, n)
+    alpha = 1 - confidence
+    with np.errstate(invalid="ignore"):
+        low = np.where(k > 0, _st.beta.ppf(alpha / 2, k, n - k + 1), 0.0)
+        high = np.where(k < n, _st.beta.ppf(1 - alpha / 2, k + 1, n - k), 1.0)
+    return Estimate(
+        _field(k / n), _field(low), _field(high), confidence, "Clopper-Pearson", successes=_field(k), trials=_field(n)
+    )
 
 
 def _t_quantile(confidence: float, df: int) -> float:

@@ -215,15 +215,13 @@ def test_crossing_law_fit_accepts_the_true_law_and_rejects_the_other():
 def test_clopper_pearson_covers_at_least_its_level_where_wilson_does_not():
     """Exact coverage by enumeration over k ~ Binomial(n, p): Clopper-Pearson never below the level; Wilson below it
     at n p of order one (the regime of chapter 9's rare failures)."""
-    from scipy.stats import binom
-
     n, level = 700, 1 - 0.01 / 7
     k = np.arange(n + 1)
     cp, wi = stats.clopper_pearson(k, n, level), stats.wilson(k, n, level)
     for p in (1e-4, 1.03e-3, 5e-3, 0.05, 0.25):
-        pmf = binom.pmf(k, n, p)
+        pmf = sst.binom.pmf(k, n, p)
         assert pmf[(cp.low <= p) & (p <= cp.high)].sum() >= level - 1e-12
-    pmf = binom.pmf(k, n, 1.03e-3)
+    pmf = sst.binom.pmf(k, n, 1.03e-3)
     assert pmf[(wi.low <= 1.03e-3) & (1.03e-3 <= wi.high)].sum() < level
     assert stats.clopper_pearson(0, 10).low == 0.0 and stats.clopper_pearson(10, 10).high == 1.0
     with pytest.raises(ValueError):

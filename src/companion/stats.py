@@ -154,6 +154,17 @@ class Estimate:
 
 
 # ------------------------------------------------------------------------------------------ rates and means
+def _binomial_counts(successes, trials, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """The counts ``k`` and trials ``n`` of :func:`wilson` and :func:`clopper_pearson` as arrays, checked: ``0 ≤ k ≤ n``,
+    ``n > 0`` and ``confidence`` in ``(0, 1)`` (``ValueError`` otherwise)."""
+    k, n = _np(successes), _np(trials)
+    if np.any(n <= 0) or np.any(k < 0) or np.any(k > n):
+        raise ValueError("need 0 <= successes <= trials and trials > 0")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    return k, n
+
+
 def wilson(successes, trials, confidence: float = 0.95) -> Estimate:
     """Wilson score interval for a binomial proportion, for one count or vectorised.
 
@@ -195,11 +206,7 @@ def wilson(successes, trials, confidence: float = 0.95) -> Estimate:
     >>> print(rates)
     0/40 = 0.000 [0.000, 0.088]; 20/40 = 0.500 [0.352, 0.648] (95% Wilson)
     """
-    k, n = _np(successes), _np(trials)
-    if np.any(n <= 0) or np.any(k < 0) or np.any(k > n):
-        raise ValueError("need 0 <= successes <= trials and trials > 0")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    k, n = _binomial_counts(successes, trials, confidence)
     z = _st.norm.ppf(0.5 + confidence / 2)
     p = k / n
     denom = 1 + z**2 / n
@@ -245,12 +252,7 @@ def clopper_pearson(successes, trials, confidence: float = 0.95) -> Estimate:
     >>> edges.low.round(4).tolist(), edges.high.round(4).tolist()
     ([0.0, 0.9119], [0.0881, 1.0])
     """
-    k, n = _np(successes), _np(trials)
-    if np.any(n <= 0) or np.any(k < 0) or np.any(k > n):
-        raise ValueError("need 0 <= successes <= trials and trials > 0")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    k, n = np.broadcast_arrays(k, n)
+    k, n = np.broadcast_arrays(*_binomial_counts(successes, trials, confidence))
     alpha = 1 - confidence
     with np.errstate(invalid="ignore"):
         low = np.where(k > 0, _st.beta.ppf(alpha / 2, k, n - k + 1), 0.0)

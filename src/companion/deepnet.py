@@ -42,6 +42,7 @@ __all__ = [
     "loss_and_gradient_autograd",
     "embed",
     "gradient_relative_error",
+    "gradient_gap_in_balls",
     "norm",
     "blockdiag",
     "d_max",
@@ -638,6 +639,191 @@ def gradient_relative_error(params: Sequence[Tensor], X: Tensor, y: Tensor, act)
     num = torch.sqrt(sum(((a - b) ** 2).flatten(1).sum(1) for a, b in zip(g_exp, g_ref)))
     den = torch.sqrt(sum((b**2).flatten(1).sum(1) for b in g_ref))
     return num / den
+
+
+# ------------------------------------------------------------- Lemma 4.2 in ball arithmetic
+def _arb_matrix(rows: int, cols: int, values) -> object:
+    from flint import arb, arb_mat
+
+    return arb_mat(rows, cols, [arb(float(v)) for v in values])
+
+
+def _arb_map(f, M):
+    from flint import arb_mat
+
+    return arb_mat(M.nrows(), M.ncols(), [f(v) for v in M.entries()])
+
+
+def _arb_loss_and_gradient(weights, H0, targets, sigma, sigma_prime, gradient: bool = True, sigma_prime_at: str = "z"):
+    """Paper A's loss (and its gradient by Lemma 4.2's recursion) for one member, in ``arb_mat`` balls.
+
+    ``weights[ℓ-1]`` is ``w_ℓ`` ``(d_ℓ, d_{ℓ-1})``, ``H0`` the inputs as columns ``(d_0, n)``. With
+    ``sigma_prime_at="h"`` the recursion takes σ' at the activation ``h_ℓ = σ(z_ℓ)`` instead of the pre-activation
+    ``z_ℓ``: a wrong formula, the negative control of :func:`gradient_gap_in_balls`."""
+    from flint import arb_mat
+
+    n = H0.ncols()
+    hs, zs = [H0], []
+    for W in weights:
+        zs.append(W * hs[-1])
+        hs.append(_arb_map(sigma, zs[-1]))
+    residual = [f - t for f, t in zip(hs[-1].entries(), targets)]
+    loss = sum((r * r for r in residual), 0 * residual[0]) / n
+    if not gradient:
+        return loss, None
+    at = zs if sigma_prime_at == "z" else hs[1:]
+    # δ_L = σ'(z_L) J'(F) with J' = 2 (F − y); δ_ℓ = σ'(z_ℓ) ⊙ (w_{ℓ+1}ᵀ δ_{ℓ+1}); ∇_{w_ℓ} = (1/n) Σ_i δ_ℓ h_{ℓ−1}ᵀ
+    delta = arb_mat(1, n, [sigma_prime(z) * 2 * r for z, r in zip(at[-1].entries(), residual)])
+    grads = [None] * len(weights)
+    for ell in range(len(weights) - 1, -1, -1):
+        grads[ell] = delta * hs[ell].transpose() / n
+        if ell > 0:
+            back = weights[ell].transpose() * delta
+            delta = arb_mat(back.nrows(), n, [sigma_prime(z) * b for z, b in zip(at[ell - 1].entries(), back.entries())])
+    return loss, grads
+
+
+def _arb_directional_derivative(weights, tangents, H0, targets, sigma, sigma_prime):
+    """``d/dt 𝓛(W + tV)`` at ``t = 0`` for one member, by forward-mode differentiation in ``arb_mat`` balls
+    (tangents pushed through the layers with the network, no backward recursion)."""
+    from flint import arb_mat
+
+    n = H0.ncols()
+    h, dh = H0, arb_mat(H0.nrows(), n)
+    for W, V in zip(weights, tangents):
+        z, dz = W * h, V * h + W * dh
+        h = _arb_map(sigma, z)
+        dh = arb_mat(z.nrows(), n, [sigma_prime(a) * b for a, b in zip(z.entries(), dz.entries())])
+    residual = [f - t for f, t in zip(h.entries(), targets)]
+    return sum((2 * r * b for r, b in zip(residual, dh.entries())), 0 * residual[0]) / n
+
+
+def _float_down(x) -> float:
+    from flint import arb
+
+    f = float(x)
+    return math.nextafter(f, -math.inf) if arb(f) > x else f
+
+
+def _float_up(x) -> float:
+    from flint import arb
+
+    f = float(x)
+    return math.nextafter(f, math.inf) if arb(f) < x else f
+
+
+def gradient_gap_in_balls(
+    params: Sequence[Tensor],
+    X: Tensor,
+    y: Tensor,
+    act,
+    directions: Sequence[Tensor],
+    *,
+    prec: int = 256,
+    sigma_prime_at: str = "z",
+) -> tuple[Tensor, Tensor]:
+    """Lemma 4.2's gradient against the derivative of the loss, both in ball arithmetic: an enclosure of
+    ``(⟨∇𝓛_rec, V⟩ − d/dt 𝓛(W + tV)|₀) / (‖∇𝓛_rec‖ ‖V‖)`` for every member and direction.
+
+    Paper A, Lemma 4.2 (:ref:`ch-setup`). From the float64 point ``W`` (exact in binary), at ``prec`` bits
+    (python-flint balls, every operation enclosing the exact result): ``∇𝓛_rec`` by the lemma's backward
+    recursion (eqs. (9)–(11)) and the directional derivative by forward-mode differentiation, which pushes the
+    tangent ``V`` through the layers and shares nothing with the recursion but the network and σ'. The lemma holds
+    at ``W`` along ``V`` exactly when the enclosure contains 0; its width is the resolution of that test (about
+    ``2^{-prec}`` times the conditioning, ``1e-70`` at 256 bits for :ref:`ch-setup`'s networks), so rounding is no
+    longer confused with a wrong formula, as it can be in float64 (:func:`gradient_relative_error`).
+
+    Parameters
+    ----------
+    params
+        ``W``: ``L`` tensors ``(E, d_ℓ, d_{ℓ−1})``.
+    X, y
+        Inputs ``(n, d)`` or ``(E, n, d)`` and targets ``(n,)`` or ``(E, n)``.
+    act
+        A smooth activation.
+    directions
+        ``V``: one tensor ``(E, K, d_ℓ, d_{ℓ−1})`` per layer, ``K`` directions per member (nonzero).
+    prec
+        Working precision in bits (at least 53).
+    sigma_prime_at
+        ``"z"``: the lemma's recursion (σ' at the pre-activations). ``"h"``: σ' at the activations ``h_ℓ = σ(z_ℓ)``,
+        a wrong formula that a correct test must reject wherever σ' is not constant (the chapter's negative control).
+
+    Returns
+    -------
+    tuple of Tensor
+        ``(low, high)``, each ``(E, K)`` float64, rounded outward: the relative gap lies in ``[low, high]``.
+
+    Raises
+    ------
+    ValueError
+        For a non-smooth activation, directions that do not match the weights or vanish, ``prec < 53`` or an
+        unknown ``sigma_prime_at``.
+
+    Examples
+    --------
+    >>> from companion import deepnet, device
+    >>> g = device.generator(0)
+    >>> W = deepnet.init_params([3, 4, 1], 2, generator=g, device="cpu")
+    >>> X = deepnet.ball_data(8, 3, generator=g, device="cpu")
+    >>> V = [device.randn(w.shape, generator=g, device="cpu").unsqueeze(1) for w in W]
+    >>> low, high = deepnet.gradient_gap_in_balls(W, X, X[:, 0], "tanh", V)
+    >>> bool(((low <= 0) & (0 <= high) & (high - low < 1e-60)).all())   # Lemma 4.2 holds, to 60 digits
+    True
+    >>> low, high = deepnet.gradient_gap_in_balls(W, X, X[:, 0], "tanh", V, sigma_prime_at="h")
+    >>> bool(((low > 0) | (high < 0)).all())   # the wrong recursion is rejected
+    True
+    """
+    from flint import arb, ctx
+
+    if prec < 53:
+        raise ValueError(f"prec must be at least 53 bits, got {prec!r}")
+    if sigma_prime_at not in ("z", "h"):
+        raise ValueError(f"sigma_prime_at must be 'z' (Lemma 4.2) or 'h' (the wrong recursion), got {sigma_prime_at!r}")
+    sigma, sigma_prime = activations.ball_functions(act)
+    params = check_params(params)
+    X, y = _check_data(params, X, y)
+    if len(directions) != len(params):
+        raise ValueError(f"directions: one tensor per layer expected ({len(params)}), got {len(directions)}")
+    E = params[0].shape[0]
+    for ell, v in enumerate(directions):
+        validation.tensor(f"directions[{ell}]", v, ndim=4)
+    K = directions[0].shape[1]
+    for ell, (w, v) in enumerate(zip(params, directions)):
+        if v.shape[0] != E or v.shape[1] != K or v.shape[2:] != w.shape[1:]:
+            raise ValueError(
+                f"directions[{ell}] must be (E, K, d_ℓ, d_ℓ-1) = ({E}, {K}, {w.shape[1]}, {w.shape[2]}) (one K for "
+                f"every layer), got {tuple(v.shape)}"
+            )
+    sq = sum(v.detach().to("cpu", torch.float64).pow(2).flatten(2).sum(2) for v in directions)
+    if K == 0 or bool((sq == 0).any()):
+        raise ValueError("directions: every direction must be nonzero (and K >= 1)")
+    cpu = [w.detach().to("cpu", torch.float64) for w in params]
+    V = [v.detach().to("cpu", torch.float64) for v in directions]
+    X = X.detach().to("cpu", torch.float64)
+    y = y.detach().to("cpu", torch.float64)
+    X = X.expand(E, -1, -1) if X.ndim == 2 else X
+    y = y.expand(E, -1) if y.ndim == 1 else y
+    low, high = torch.empty(E, K, dtype=torch.float64), torch.empty(E, K, dtype=torch.float64)
+    saved = ctx.prec
+    ctx.prec = prec
+    try:
+        for e in range(E):
+            weights = [_arb_matrix(w.shape[1], w.shape[2], w[e].flatten().tolist()) for w in cpu]
+            H0 = _arb_matrix(X.shape[2], X.shape[1], X[e].T.flatten().tolist())
+            targets = [arb(float(t)) for t in y[e].tolist()]
+            _, grads = _arb_loss_and_gradient(weights, H0, targets, sigma, sigma_prime, sigma_prime_at=sigma_prime_at)
+            g_norm = sum((g * g for G in grads for g in G.entries()), arb(0)).sqrt()
+            for k in range(K):
+                tangents = [_arb_matrix(v.shape[2], v.shape[3], v[e, k].flatten().tolist()) for v in V]
+                inner = sum((g * t for G, T in zip(grads, tangents) for g, t in zip(G.entries(), T.entries())), arb(0))
+                v_norm = sum((t * t for T in tangents for t in T.entries()), arb(0)).sqrt()
+                derivative = _arb_directional_derivative(weights, tangents, H0, targets, sigma, sigma_prime)
+                gap = (inner - derivative) / (g_norm * v_norm)
+                low[e, k], high[e, k] = _float_down(gap.lower()), _float_up(gap.upper())
+    finally:
+        ctx.prec = saved
+    return low, high
 
 
 def norm(params: Sequence[Tensor]) -> Tensor:

@@ -526,42 +526,6 @@ class Tracker:
 
 
 # ------------------------------------------------------------- Lemma 4.7 decided in ball arithmetic
-def _arb_matrix(rows: int, cols: int, values) -> object:
-    from flint import arb, arb_mat
-
-    return arb_mat(rows, cols, [arb(float(v)) for v in values])
-
-
-def _arb_map(f, M):
-    from flint import arb_mat
-
-    return arb_mat(M.nrows(), M.ncols(), [f(v) for v in M.entries()])
-
-
-def _arb_loss_and_gradient(weights, H0, targets, sigma, sigma_prime, gradient: bool = True):
-    """Paper A's loss (and its gradient by Lemma 4.2's recursion) for one member, in ``arb_mat`` balls."""
-    from flint import arb_mat
-
-    n = H0.ncols()
-    hs, zs = [H0], []
-    for W in weights:
-        zs.append(W * hs[-1])
-        hs.append(_arb_map(sigma, zs[-1]))
-    residual = [f - t for f, t in zip(hs[-1].entries(), targets)]
-    loss = sum((r * r for r in residual), 0 * residual[0]) / n
-    if not gradient:
-        return loss, None
-    # δ_L = σ'(z_L) J'(F) with J' = 2 (F − y); δ_ℓ = σ'(z_ℓ) ⊙ (w_{ℓ+1}ᵀ δ_{ℓ+1}); ∇_{w_ℓ} = (1/n) Σ_i δ_ℓ h_{ℓ−1}ᵀ
-    delta = arb_mat(1, n, [sigma_prime(z) * 2 * r for z, r in zip(zs[-1].entries(), residual)])
-    grads = [None] * len(weights)
-    for ell in range(len(weights) - 1, -1, -1):
-        grads[ell] = delta * hs[ell].transpose() / n
-        if ell > 0:
-            back = weights[ell].transpose() * delta
-            delta = arb_mat(back.nrows(), n, [sigma_prime(z) * b for z, b in zip(zs[ell - 1].entries(), back.entries())])
-    return loss, grads
-
-
 def exact_excess(
     params: Sequence[Tensor],
     X: Tensor,
@@ -643,16 +607,16 @@ def exact_excess(
         rho_ball = arb(2) ** (2 * L + 3) * arb(float(c_J)) * arb(d_max) * arb(d_max).sqrt() * arb(L) ** 5
         for e in range(E):
             sigma, sigma_prime = activations.ball_functions(acts[e])
-            weights = [_arb_matrix(w.shape[1], w.shape[2], w[e].flatten().tolist()) for w in params]
-            H0 = _arb_matrix(X.shape[2], X.shape[1], X[e].T.flatten().tolist())
+            weights = [deepnet._arb_matrix(w.shape[1], w.shape[2], w[e].flatten().tolist()) for w in params]
+            H0 = deepnet._arb_matrix(X.shape[2], X.shape[1], X[e].T.flatten().tolist())
             targets = [arb(float(v)) for v in y[e].tolist()]
-            loss, grads = _arb_loss_and_gradient(weights, H0, targets, sigma, sigma_prime)
+            loss, grads = deepnet._arb_loss_and_gradient(weights, H0, targets, sigma, sigma_prime)
             norm = sum((v * v for W in weights for v in W.entries()), arb(0)).sqrt()
             g2 = sum((v * v for G in grads for v in G.entries()), arb(0))
             powers = sum((norm**i for i in range(2 * L - 1)), arb(0))
             eta_t = arb(float(kappas[e])) / (rho_ball * (1 + loss.sqrt()) * powers)
             stepped = [W - G * eta_t for W, G in zip(weights, grads)]
-            loss_next, _ = _arb_loss_and_gradient(stepped, H0, targets, sigma, sigma_prime, gradient=False)
+            loss_next, _ = deepnet._arb_loss_and_gradient(stepped, H0, targets, sigma, sigma_prime, gradient=False)
             excess = loss_next - loss + eta_t * g2 / (2 * L)
             low[e], high[e] = float(excess.lower()), float(excess.upper())
     finally:

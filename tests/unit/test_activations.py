@@ -86,5 +86,8 @@ def test_ball_functions_contain_the_float64_values(act):
             x = torch.tensor([w], dtype=torch.float64)
             assert float(sigma(arb(w)).mid()) == pytest.approx(a.fn(x).item(), rel=1e-13, abs=1e-300)
             assert float(sigma_prime(arb(w)).mid()) == pytest.approx(a.d1(x).item(), rel=1e-12, abs=1e-15)
+            # σ' alone is the certificate's σ' (the first of its derivatives), ball for ball
+            certified = activations._ARB[act][1](arb(w))[0]
+            assert sigma_prime(arb(w)).mid() == certified.mid() and sigma_prime(arb(w)).rad() == certified.rad()
     finally:
         ctx.prec = saved

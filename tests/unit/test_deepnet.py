@@ -159,6 +159,47 @@ def test_gradient_relative_error_is_rounding_and_detects_a_wrong_gradient(gen):
     assert all(torch.allclose(a, b, rtol=1e-12, atol=1e-15) for a, b in zip(g, g_ref))
 
 
+def _directions(gen, params, K=2):
+    return [torch.randn(w.shape[0], K, *w.shape[1:], generator=gen, dtype=w.dtype) for w in params]
+
+
+@pytest.mark.parametrize("act", SMOOTH)
+def test_gradient_gap_in_balls_decides_lemma_4_2_and_rejects_a_wrong_recursion(gen, act):
+    """The recursion equals the forward-mode derivative to the balls' resolution, in saturated units too (init 3),
+    and the recursion with σ' at h_ℓ is rejected wherever σ' is not constant."""
+    params, X, y = _problem(gen, widths=(4, 6, 5, 1), E=2, n=9, init=3.0)
+    V = _directions(gen, params)
+    low, high = deepnet.gradient_gap_in_balls(params, X, y, act, V)
+    assert low.shape == high.shape == (2, 2)
+    assert ((low <= 0) & (0 <= high)).all() and (high - low < 1e-60).all()
+    low, high = deepnet.gradient_gap_in_balls(params, X, y, act, V, prec=64)
+    assert ((low <= 0) & (0 <= high)).all() and (high - low > 1e-25).all()  # fewer bits, wider enclosures
+    wrong_low, wrong_high = deepnet.gradient_gap_in_balls(params, X, y, act, V, sigma_prime_at="h")
+    rejected = (wrong_low > 0) | (wrong_high < 0)
+    assert (~rejected).all() if act == "linear" else rejected.all()
+
+
+def test_gradient_gap_in_balls_rejects_bad_input(gen):
+    params, X, y = _problem(gen, widths=(3, 4, 1), E=2, n=5)
+    V = _directions(gen, params)
+    with pytest.raises(ValueError, match="one tensor per layer"):
+        deepnet.gradient_gap_in_balls(params, X, y, "tanh", V[:1])
+    with pytest.raises(ValueError, match="must have 4 dimensions"):
+        deepnet.gradient_gap_in_balls(params, X, y, "tanh", [v[:, 0] for v in V])
+    with pytest.raises(ValueError, match=r"directions\[1\] must be \(E, K, d_ℓ, d_ℓ-1\)"):
+        deepnet.gradient_gap_in_balls(params, X, y, "tanh", [V[0], V[1][:, :1]])
+    with pytest.raises(ValueError, match="must be nonzero"):
+        deepnet.gradient_gap_in_balls(params, X, y, "tanh", [v * 0 for v in V])
+    with pytest.raises(ValueError, match="non-finite"):
+        deepnet.gradient_gap_in_balls(params, X, y, "tanh", [V[0] * float("nan"), V[1]])
+    with pytest.raises(ValueError, match="at least 53 bits"):
+        deepnet.gradient_gap_in_balls(params, X, y, "tanh", V, prec=32)
+    with pytest.raises(ValueError, match="sigma_prime_at"):
+        deepnet.gradient_gap_in_balls(params, X, y, "tanh", V, sigma_prime_at="x")
+    with pytest.raises(ValueError, match="ReLU|relu|smooth"):
+        deepnet.gradient_gap_in_balls(params, X, y, "relu", V)
+
+
 @pytest.mark.parametrize("act", ["linear", "tanh"])
 def test_embed_is_exact_for_activations_vanishing_at_zero(gen, act):
     params = deepnet.init_params([3, 2, 4, 1], 3, generator=gen)

@@ -16,6 +16,7 @@ trains).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 
@@ -654,6 +655,42 @@ def _arb_map(f, M):
     return arb_mat(M.nrows(), M.ncols(), [f(v) for v in M.entries()])
 
 
+def _check_prec(prec: int) -> int:
+    if prec < 53:
+        raise ValueError(f"prec must be at least 53 bits, got {prec!r}")
+    return prec
+
+
+@contextlib.contextmanager
+def _arb_precision(prec: int):
+    """python-flint's working precision set to ``prec`` bits inside the block, restored after it."""
+    from flint import ctx
+
+    saved = ctx.prec
+    ctx.prec = prec
+    try:
+        yield
+    finally:
+        ctx.prec = saved
+
+
+def _float64_data(X: Tensor, y: Tensor, E: int) -> tuple[Tensor, Tensor]:
+    """``X (E, n, d)`` and ``y (E, n)``: float64 copies on the CPU, broadcast to the ``E`` members."""
+    X = X.detach().to("cpu", torch.float64)
+    y = y.detach().to("cpu", torch.float64)
+    return (X.expand(E, -1, -1) if X.ndim == 2 else X), (y.expand(E, -1) if y.ndim == 1 else y)
+
+
+def _arb_member(params: Sequence[Tensor], X: Tensor, y: Tensor, e: int):
+    """Member ``e`` in balls, from float64 CPU tensors (exact in binary): its weights (one ``arb_mat`` per layer),
+    its inputs as columns ``H0 (d_0, n)`` and its targets (a list of ``arb``)."""
+    from flint import arb
+
+    weights = [_arb_matrix(w.shape[1], w.shape[2], w[e].flatten().tolist()) for w in params]
+    H0 = _arb_matrix(X.shape[2], X.shape[1], X[e].T.flatten().tolist())
+    return weights, H0, [arb(float(t)) for t in y[e].tolist()]
+
+
 def _arb_loss_and_gradient(weights, H0, targets, sigma, sigma_prime, gradient: bool = True, sigma_prime_at: str = "z"):
     """Paper A's loss (and its gradient by Lemma 4.2's recursion) for one member, in ``arb_mat`` balls.
 
@@ -774,10 +811,9 @@ def gradient_gap_in_balls(
     >>> bool(((low > 0) | (high < 0)).all())   # the wrong recursion is rejected
     True
     """
-    from flint import arb, ctx
+    from flint import arb
 
-    if prec < 53:
-        raise ValueError(f"prec must be at least 53 bits, got {prec!r}")
+    _check_prec(prec)
     if sigma_prime_at not in ("z", "h"):
         raise ValueError(f"sigma_prime_at must be 'z' (Lemma 4.2) or 'h' (the wrong recursion), got {sigma_prime_at!r}")
     sigma, sigma_prime = activations.ball_functions(act)
@@ -795,23 +831,15 @@ def gradient_gap_in_balls(
                 f"directions[{ell}] must be (E, K, d_ℓ, d_ℓ-1) = ({E}, {K}, {w.shape[1]}, {w.shape[2]}) (one K for "
                 f"every layer), got {tuple(v.shape)}"
             )
-    sq = sum(v.detach().to("cpu", torch.float64).pow(2).flatten(2).sum(2) for v in directions)
-    if K == 0 or bool((sq == 0).any()):
+    V = [v.detach().to("cpu", torch.float64) for v in directions]
+    if K == 0 or bool((sum(v.pow(2).flatten(2).sum(2) for v in V) == 0).any()):
         raise ValueError("directions: every direction must be nonzero (and K >= 1)")
     cpu = [w.detach().to("cpu", torch.float64) for w in params]
-    V = [v.detach().to("cpu", torch.float64) for v in directions]
-    X = X.detach().to("cpu", torch.float64)
-    y = y.detach().to("cpu", torch.float64)
-    X = X.expand(E, -1, -1) if X.ndim == 2 else X
-    y = y.expand(E, -1) if y.ndim == 1 else y
+    X, y = _float64_data(X, y, E)
     low, high = torch.empty(E, K, dtype=torch.float64), torch.empty(E, K, dtype=torch.float64)
-    saved = ctx.prec
-    ctx.prec = prec
-    try:
+    with _arb_precision(prec):
         for e in range(E):
-            weights = [_arb_matrix(w.shape[1], w.shape[2], w[e].flatten().tolist()) for w in cpu]
-            H0 = _arb_matrix(X.shape[2], X.shape[1], X[e].T.flatten().tolist())
-            targets = [arb(float(t)) for t in y[e].tolist()]
+            weights, H0, targets = _arb_member(cpu, X, y, e)
             _, grads = _arb_loss_and_gradient(weights, H0, targets, sigma, sigma_prime, sigma_prime_at=sigma_prime_at)
             g_norm = sum((g * g for G in grads for g in G.entries()), arb(0)).sqrt()
             for k in range(K):
@@ -821,8 +849,6 @@ def gradient_gap_in_balls(
                 derivative = _arb_directional_derivative(weights, tangents, H0, targets, sigma, sigma_prime)
                 gap = (inner - derivative) / (g_norm * v_norm)
                 low[e, k], high[e, k] = _float_down(gap.lower()), _float_up(gap.upper())
-    finally:
-        ctx.prec = saved
     return low, high
 
 

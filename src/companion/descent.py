@@ -583,33 +583,25 @@ def exact_excess(
     >>> bool((high < 0).all())   # the paper's step descends, decided
     True
     """
-    from flint import arb, ctx
+    from flint import arb
 
-    if prec < 53:
-        raise ValueError(f"prec must be at least 53 bits, got {prec!r}")
+    deepnet._check_prec(prec)
     params = [w.detach().to("cpu", torch.float64) for w in params]
     L, E = _check_L(len(params)), params[0].shape[0]
     d_max = deepnet.d_max(params) if d_max is None else _check_dmax(d_max)
     acts = list(act) if isinstance(act, (list, tuple)) else [act] * E
     if len(acts) != E:
         raise ValueError(f"act: one activation per member expected ({E}), got {len(acts)}")
-    X = X.detach().to("cpu", torch.float64)
-    y = y.detach().to("cpu", torch.float64)
-    X = X.expand(E, -1, -1) if X.ndim == 2 else X
-    y = y.expand(E, -1) if y.ndim == 1 else y
+    X, y = deepnet._float64_data(X, y, E)
     if X.shape[0] != E or y.shape[:2] != X.shape[:2]:
         raise ValueError(f"X {tuple(X.shape)} and y {tuple(y.shape)} do not match {E} members")
     kappas = torch.as_tensor(kappa, dtype=torch.float64).expand(E).tolist()
     low, high = torch.empty(E, dtype=torch.float64), torch.empty(E, dtype=torch.float64)
-    saved = ctx.prec
-    ctx.prec = prec
-    try:
+    with deepnet._arb_precision(prec):
         rho_ball = arb(2) ** (2 * L + 3) * arb(float(c_J)) * arb(d_max) * arb(d_max).sqrt() * arb(L) ** 5
         for e in range(E):
             sigma, sigma_prime = activations.ball_functions(acts[e])
-            weights = [deepnet._arb_matrix(w.shape[1], w.shape[2], w[e].flatten().tolist()) for w in params]
-            H0 = deepnet._arb_matrix(X.shape[2], X.shape[1], X[e].T.flatten().tolist())
-            targets = [arb(float(v)) for v in y[e].tolist()]
+            weights, H0, targets = deepnet._arb_member(params, X, y, e)
             loss, grads = deepnet._arb_loss_and_gradient(weights, H0, targets, sigma, sigma_prime)
             norm = sum((v * v for W in weights for v in W.entries()), arb(0)).sqrt()
             g2 = sum((v * v for G in grads for v in G.entries()), arb(0))
@@ -619,8 +611,6 @@ def exact_excess(
             loss_next, _ = deepnet._arb_loss_and_gradient(stepped, H0, targets, sigma, sigma_prime, gradient=False)
             excess = loss_next - loss + eta_t * g2 / (2 * L)
             low[e], high[e] = float(excess.lower()), float(excess.upper())
-    finally:
-        ctx.prec = saved
     return low, high
 
 

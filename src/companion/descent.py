@@ -610,7 +610,7 @@ def exact_excess(
             stepped = [W - G * eta_t for W, G in zip(weights, grads)]
             loss_next, _ = deepnet._arb_loss_and_gradient(stepped, H0, targets, sigma, sigma_prime, gradient=False)
             excess = loss_next - loss + eta_t * g2 / (2 * L)
-            low[e], high[e] = float(excess.lower()), float(excess.upper())
+            low[e], high[e] = deepnet._float_down(excess.lower()), deepnet._float_up(excess.upper())
     return low, high
 
 

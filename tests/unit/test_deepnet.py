@@ -200,6 +200,24 @@ def test_gradient_gap_in_balls_rejects_bad_input(gen):
         deepnet.gradient_gap_in_balls(params, X, y, "relu", V)
 
 
+def test_ball_endpoints_round_outward():
+    """The float64 endpoints of an enclosure never cut into the ball: a number that float64 cannot hold moves one
+    ulp outward, one it holds stays."""
+    import math
+
+    from flint import arb, ctx
+
+    old = ctx.prec
+    try:
+        ctx.prec = 256
+        third = arb(1) / 3
+        lo, hi = deepnet._float_down(third), deepnet._float_up(third)
+        assert arb(lo) < third < arb(hi) and hi == math.nextafter(lo, math.inf)
+        assert deepnet._float_down(arb(0.5)) == deepnet._float_up(arb(0.5)) == 0.5
+    finally:
+        ctx.prec = old
+
+
 @pytest.mark.parametrize("act", ["linear", "tanh"])
 def test_embed_is_exact_for_activations_vanishing_at_zero(gen, act):
     params = deepnet.init_params([3, 2, 4, 1], 3, generator=gen)

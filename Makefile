@@ -7,6 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SEEDS  ?= 5
+JOBS   ?= 2
 
 .PHONY: venv book test lint format seeds bench sync clean
 
@@ -22,8 +23,9 @@ book: venv  ## the website at paper scale, in _build/html (COMPANION_SCALE=quick
 	COMPANION_SCALE=$${COMPANION_SCALE:-paper} COMPANION_PROGRESS=0 COMPANION_WIDGETS=static \
 	  COMPANION_CLAIMS_DIR=$(CURDIR)/_build/claims $(BIN)/jupyter-book build . -W --keep-going
 
-test: venv  ## everything, at quick scale
-	COMPANION_SCALE=quick COMPANION_PROGRESS=0 COMPANION_WIDGETS=static $(BIN)/python -m pytest --durations=30
+test: venv  ## everything, at quick scale, on JOBS pytest-xdist workers with one torch thread each
+	COMPANION_SCALE=quick COMPANION_PROGRESS=0 COMPANION_WIDGETS=static OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+	  $(BIN)/python -m pytest -n $(JOBS) --durations=30
 
 lint: venv  ## ruff: lint and format check (also run by the test suite)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -21,24 +21,49 @@ def pytest_configure(config):
         os.environ["COMPANION_CLAIMS_DIR"] = tempfile.mkdtemp(prefix="companion-claims-")
 
 
-def _runs_after_the_chapters(item) -> int:
+def _runs_after_the_chapters(nodeid: str) -> int:
     """0 for most tests; 1 for the coverage computed from the records; 2 for the tests of the built site (the -W
     build and the browser check), which take nbval's outputs when every chapter ran before them."""
-    if item.nodeid.startswith("tests/book/test_browser.py") or "test_book_builds_with_warnings_as_errors" in item.nodeid:
+    if nodeid.startswith("tests/book/test_browser.py") or "test_book_builds_with_warnings_as_errors" in nodeid:
         return 2
-    return int("test_every_result_is_checked_by_a_row_that_ran" in item.nodeid)
+    return int("test_every_result_is_checked_by_a_row_that_ran" in nodeid)
 
 
 def pytest_collection_modifyitems(config, items):
     """Run the record-based coverage test and the browser check after the chapters; skip GPU-marked tests without
     CUDA (CI has none)."""
-    items.sort(key=_runs_after_the_chapters)  # stable sort: order otherwise kept
+    items.sort(key=lambda item: _runs_after_the_chapters(item.nodeid))  # stable sort: order otherwise kept
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+CHAPTERS_GROUP = "chapters-then-site"
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work a test belongs to under pytest-xdist: :data:`CHAPTERS_GROUP` for a chapter's cell and for
+    every test that reads what the chapters left, else the test itself."""
+    return CHAPTERS_GROUP if ".ipynb::" in nodeid or _runs_after_the_chapters(nodeid) else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist (``make test`` runs ``-n 2``): the chapters' cells and every test that reads what they left
+    (the claim records, nbval's outputs) are one unit of work, run by one worker in the order sorted above, while the
+    other workers take the remaining tests one by one (the largest unit is handed out first)."""
+    if config.getvalue("dist") not in ("load", "loadscope", "loadgroup"):
+        return None  # e.g. --dist each: xdist's own
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ChaptersTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return ChaptersTogether(config, log)
 
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]

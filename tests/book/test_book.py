@@ -50,6 +50,23 @@ def test_every_chapter_ends_in_a_claim_check():
         assert "prf:" in text, f"{md.name}: the claim should be stated in a prf box"
 
 
+def test_under_xdist_the_chapters_and_the_tests_reading_them_are_one_unit_of_work(request):
+    """`make test` runs on two xdist workers; a chapter's cells share one kernel, and the coverage test, the -W build
+    and the browser check read what the chapters left in their worker, so all of them must go to the same one."""
+    conftest = request.config.pluginmanager.get_plugin(str(ROOT / "tests" / "conftest.py"))
+    readers = {
+        "test_coverage.py": "test_every_result_is_checked_by_a_row_that_ran_and_holds",
+        "test_book.py": "test_book_builds_with_warnings_as_errors",
+        "test_browser.py": "test_page_reads_well_in_the_browser[book/index]",
+    }
+    for file, name in readers.items():  # the names the grouping matches are the tests' names
+        assert f"def {name.split('[')[0]}(" in (ROOT / "tests" / "book" / file).read_text(), name
+    ids = ["book/paper_a/01_setup.ipynb::Cell 0", *(f"tests/book/{f}::{n}" for f, n in readers.items())]
+    assert {conftest.xdist_scope(i) for i in ids} == {conftest.CHAPTERS_GROUP}
+    other = "tests/unit/test_stats.py::test_wilson_known_value"
+    assert conftest.xdist_scope(other) == other
+
+
 def test_book_builds_with_warnings_as_errors(built_site):
     code, log, html, executed = built_site
     assert code == 0, log[-4000:]

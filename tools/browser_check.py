@@ -382,35 +382,16 @@ def page_problems(name: str, res: PageResult, html_dir: Path, executed: bool, ro
     return out
 
 
-def check_site(
-    html_dir: Path,
-    out_dir: Path | None,
-    pages: list[str] | None = None,
-    executed: bool | None = None,
-    binary: str | None = None,
-    dark: bool = True,
-    root: Path = ROOT,
-    log=print,
-) -> list[PageResult]:
-    """Load every page in headless Chromium; returns one :class:`PageResult` per page (``.problems`` empty: fine).
-
-    ``executed``: whether the chapters were executed by the build (then each chapter must show outputs and a
-    figure); default: guessed from whether any chapter page has a cell output.
-    """
-    html_dir = Path(html_dir)
-    binary = binary or find_chromium()
-    if binary is None:
-        raise FileNotFoundError("no chromium binary found (apt-get install chromium)")
-    if not have_playwright():
-        raise ImportError("Playwright for Python is not installed (pip install playwright)")
+def _load_pages(binary: str, srv: Server, html_dir: Path, out_dir: Path | None, names: list[str], dark: bool):
+    """Load ``names`` one after the other in one headless Chromium of this thread's own Playwright (Playwright's sync
+    API wants one instance per thread); one :class:`PageResult` per name, before the checks."""
     from playwright.sync_api import sync_playwright
 
-    pages = pages or toc_pages(root)
     results = []
-    with Server(html_dir) as srv, sync_playwright() as pw:
+    with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=binary, headless=True, args=CHROMIUM_ARGS)
         try:
-            for name in pages:
+            for name in names:
                 res = PageResult(name, srv.url + f"{name}.html")
                 if not (html_dir / f"{name}.html").exists():
                     res.problems.append(f"{name}.html was not built")
@@ -436,6 +417,43 @@ def check_site(
                 results.append(res)
         finally:
             browser.close()
+    return results
+
+
+def check_site(
+    html_dir: Path,
+    out_dir: Path | None,
+    pages: list[str] | None = None,
+    executed: bool | None = None,
+    binary: str | None = None,
+    dark: bool = True,
+    root: Path = ROOT,
+    log=print,
+    workers: int = 2,
+) -> list[PageResult]:
+    """Load every page in headless Chromium; returns one :class:`PageResult` per page (``.problems`` empty: fine).
+
+    ``executed``: whether the chapters were executed by the build (then each chapter must show outputs and a
+    figure); default: guessed from whether any chapter page has a cell output. ``workers`` browsers load the pages
+    side by side (each its own share, in turn), one server serving them all; the results come in page order.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    html_dir = Path(html_dir)
+    binary = binary or find_chromium()
+    if binary is None:
+        raise FileNotFoundError("no chromium binary found (apt-get install chromium)")
+    if not have_playwright():
+        raise ImportError("Playwright for Python is not installed (pip install playwright)")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+
+    pages = pages or toc_pages(root)
+    shares = [pages[i::workers] for i in range(min(workers, len(pages)))]
+    with Server(html_dir) as srv, ThreadPoolExecutor(len(shares)) as pool:
+        loaded = pool.map(lambda names: _load_pages(binary, srv, html_dir, out_dir, names, dark), shares)
+        by_name = {res.name: res for share in loaded for res in share}
+    results = [by_name[name] for name in pages]
     if executed is None:
         executed = any(r.report.get("outputs", 0) for r in results if is_chapter(r.name, root))
     for res in results:
@@ -460,6 +478,7 @@ def main(argv=None) -> int:
     ap.add_argument("html_dir", nargs="?", default=str(ROOT / "_build" / "html"))
     ap.add_argument("--out", default=str(ROOT / "artifacts" / "screenshots"), help="screenshot folder")
     ap.add_argument("--pages", nargs="*", help="docnames (default: every page in _toc.yml)")
+    ap.add_argument("--workers", type=int, default=2, help="browsers loading pages side by side (default: 2)")
     ap.add_argument(
         "--executed",
         choices=["yes", "no", "auto"],
@@ -468,7 +487,7 @@ def main(argv=None) -> int:
     )
     args = ap.parse_args(argv)
     executed = {"yes": True, "no": False, "auto": None}[args.executed]
-    results = check_site(Path(args.html_dir), Path(args.out), args.pages, executed)
+    results = check_site(Path(args.html_dir), Path(args.out), args.pages, executed, workers=args.workers)
     bad = [r for r in results if r.problems]
     print(f"{len(results) - len(bad)}/{len(results)} pages fine; screenshots in {args.out}")
     return 1 if bad else 0

@@ -15,8 +15,8 @@ Checked on every page: maths typeset by the site's own MathJax (offline), images
 failed or external request, no JS error, no traceback, no dead widget, theorem boxes, Colab/Binder and
 .ipynb/.md download buttons. Screenshots (light and dark theme, full page) go to ``artifacts/screenshots/``
 (gitignored; the CI artifact). Skipped, with the reason, when no Chromium binary or no Playwright is installed.
-The checks run through the tool's own ``check_site`` (shared with its command line), one browser for all pages,
-so pytest-playwright's per-test ``page`` fixture is not used.
+The checks run through the tool's own ``check_site`` (shared with its command line), two browsers loading the pages
+side by side, so pytest-playwright's per-test ``page`` fixture is not used.
 """
 
 from __future__ import annotations

@@ -205,17 +205,13 @@ def test_ball_endpoints_round_outward():
     ulp outward, one it holds stays."""
     import math
 
-    from flint import arb, ctx
+    from flint import arb
 
-    old = ctx.prec
-    try:
-        ctx.prec = 256
+    with deepnet._arb_precision(256):
         third = arb(1) / 3
         lo, hi = deepnet._float_down(third), deepnet._float_up(third)
         assert arb(lo) < third < arb(hi) and hi == math.nextafter(lo, math.inf)
         assert deepnet._float_down(arb(0.5)) == deepnet._float_up(arb(0.5)) == 0.5
-    finally:
-        ctx.prec = old
 
 
 @pytest.mark.parametrize("act", ["linear", "tanh"])

@@ -37,6 +37,7 @@ __all__ = [
     "random_pairs",
     "random_search",
     "search_sup",
+    "lemma11_error",
     "gradient_gap_ratio",
     "path_deviation",
     "segment_integrals",
@@ -320,6 +321,51 @@ def search_sup(
 
 
 # ------------------------------------------------------------------------------------------ Lemma 11
+def lemma11_error(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
+    """Lemma 11's error ``e = ‖h1‖ + ‖h2‖``, ``h1 = v1 w1 − a``, ``h2 = v2 w2 + a`` (paper B, the paper's ``v_i > 0``;
+    here ``v = [+v1, −v2]`` signed), the quantity the lemma's gradient gap is measured against
+    (:ref:`ch-uniform-concentration`). ``(E, 2, d), (E, 2), (d,) → (E,)``; it needs no data, so a stop rule of
+    :func:`companion.gd.run` can evaluate it on any subset of the members.
+
+    Parameters
+    ----------
+    W : Tensor, (E, 2, d)
+        The first-layer weights.
+    v : Tensor, (E, 2)
+        The signed output weights ``[+v1, −v2]``.
+    a : Tensor, (d,)
+        The target.
+
+    Returns
+    -------
+    Tensor, (E,)
+        ``‖v1 w1 − a‖ + ‖v2 w2 + a‖``, zero exactly at the global minimum ``v1 w1 = a = −(−v2) w2``.
+
+    Raises
+    ------
+    ValueError
+        When ``k ≠ 2``, the shapes do not match, or the tensors lie on different devices or dtypes.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from companion import concentration as cc
+    >>> a = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    >>> W = torch.stack([a, -a])[None]  # w1 = a, w2 = -a
+    >>> cc.lemma11_error(W, torch.tensor([[1.0, -1.0]], dtype=torch.float64), a)
+    tensor([0.], dtype=torch.float64)
+    """
+    validation.same_device(W=W, v=v, a=a)
+    validation.tensor("W", W, ndim=3)
+    validation.tensor("v", v, ndim=2)
+    validation.tensor("a", a, ndim=1)
+    if W.shape[1] != 2 or v.shape != W.shape[:2] or a.shape[0] != W.shape[2]:
+        raise ValueError(f"need k = 2: W (E, 2, d), v (E, 2), a (d,), got {tuple(W.shape)}, {tuple(v.shape)}, {tuple(a.shape)}")
+    h1 = v[:, 0:1] * W[:, 0] - a
+    h2 = v[:, 1:2].abs() * W[:, 1] + a
+    return h1.norm(dim=-1) + h2.norm(dim=-1)
+
+
 def gradient_gap_ratio(W: Tensor, v: Tensor, X: Tensor, a: Tensor) -> dict:
     """Lemma 11's ratio along a trajectory (paper B; :ref:`ch-uniform-concentration`), for ``k = 2`` with signed ``v
     = [+v1, −v2]``.
@@ -369,9 +415,7 @@ def gradient_gap_ratio(W: Tensor, v: Tensor, X: Tensor, a: Tensor) -> dict:
     _, gW_emp, _ = relunet.loss_and_gradient_wv(W, v, X, Y)
     gW_pop, _ = population.gradient(W, v, a)
     gap = (gW_emp - gW_pop).norm(dim=-1)
-    h1 = v[:, 0:1] * W[:, 0] - a
-    h2 = v[:, 1:2].abs() * W[:, 1] + a
-    err = h1.norm(dim=-1) + h2.norm(dim=-1)
+    err = lemma11_error(W, v, a)
     return {"ratio": gap / (v.abs() * err.unsqueeze(-1)), "gap": gap, "error": err}
 
 

@@ -81,6 +81,26 @@ def test_lemma11_integral_identity_and_ratio_bound(gen):
     assert torch.all(out["ratio"] <= 1.05 * path)
 
 
+def test_lemma11_error_is_the_papers_sum_of_norms_and_needs_no_data(gen):
+    """e = ||v1 w1 - a|| + ||v2 w2 + a|| (v = [+v1, -v2]): the error gradient_gap_ratio divides by, member by member,
+    zero at the global minimum, and the same on any subset of the members (a stop rule sees subsets)."""
+    W, v, a = _state(gen, d=5, E=3)
+    e = cc.lemma11_error(W, v, a)
+    by_hand = torch.stack([(v[m, 0] * W[m, 0] - a).norm() + (v[m, 1].abs() * W[m, 1] + a).norm() for m in range(3)])
+    assert torch.allclose(e, by_hand, rtol=1e-15)
+    assert torch.equal(e, cc.gradient_gap_ratio(W, v, _X(gen, 30, 5), a)["error"])
+    assert torch.equal(cc.lemma11_error(W[1:], v[1:], a), e[1:])
+    v_opt = torch.tensor([[2.0, -0.5]], dtype=DT)
+    W_opt = torch.stack([a / 2.0, -a / 0.5])[None]
+    assert float(cc.lemma11_error(W_opt, v_opt, a)[0]) < 1e-15
+    with pytest.raises(ValueError, match="k = 2"):
+        cc.lemma11_error(W[:, :1], v[:, :1], a)
+    with pytest.raises(ValueError, match="k = 2"):
+        cc.lemma11_error(W, v, a[:-1])
+    with pytest.raises(ValueError, match="float32"):
+        cc.lemma11_error(W, v, a.float())
+
+
 def test_bad_inputs(gen):
     X = _X(gen, 10, 3)
     u, w = cc.random_pairs(2, 3, generator=gen, like=X)

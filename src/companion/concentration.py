@@ -339,7 +339,7 @@ def lemma11_error(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
     Returns
     -------
     Tensor, (E,)
-        ``‖v1 w1 − a‖ + ‖v2 w2 + a‖``, zero exactly at the global minimum ``v1 w1 = a = −(−v2) w2``.
+        ``‖v1 w1 − a‖ + ‖v2 w2 + a‖``, zero exactly at the global minimum ``v1 w1 = a``, ``v2 w2 = −a``.
 
     Raises
     ------

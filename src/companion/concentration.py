@@ -361,6 +361,11 @@ def lemma11_error(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
     validation.tensor("a", a, ndim=1)
     if W.shape[1] != 2 or v.shape != W.shape[:2] or a.shape[0] != W.shape[2]:
         raise ValueError(f"need k = 2: W (E, 2, d), v (E, 2), a (d,), got {tuple(W.shape)}, {tuple(v.shape)}, {tuple(a.shape)}")
+    return _lemma11_error(W, v, a)
+
+
+def _lemma11_error(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
+    """:func:`lemma11_error` on inputs already checked."""
     h1 = v[:, 0:1] * W[:, 0] - a
     h2 = v[:, 1:2].abs() * W[:, 1] + a
     return h1.norm(dim=-1) + h2.norm(dim=-1)
@@ -415,7 +420,7 @@ def gradient_gap_ratio(W: Tensor, v: Tensor, X: Tensor, a: Tensor) -> dict:
     _, gW_emp, _ = relunet.loss_and_gradient_wv(W, v, X, Y)
     gW_pop, _ = population.gradient(W, v, a)
     gap = (gW_emp - gW_pop).norm(dim=-1)
-    err = lemma11_error(W, v, a)
+    err = _lemma11_error(W, v, a)  # W, v checked above, a by population.gradient
     return {"ratio": gap / (v.abs() * err.unsqueeze(-1)), "gap": gap, "error": err}
 
 

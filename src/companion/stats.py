@@ -118,6 +118,41 @@ class Estimate:
                 f"value, low and high must have one shape, got {np.shape(self.value)}, {np.shape(self.low)}, "
                 f"{np.shape(self.high)}"
             )
+        if np.any(np.asarray(self.low) > np.asarray(self.high)):  # nan ends pass: they compare False
+            raise ValueError(f"an interval's low end exceeds its high end: [{self.low}, {self.high}]")
+
+    def reciprocal(self, method: str | None = None) -> Estimate:
+        """The estimate of ``1/value``: the interval of the reciprocal is ``[1/high, 1/low]``, exact for an interval
+        of one sign (``1/x`` is monotone there). E.g. the exponent of the sample size needed for a given
+        deviation, from the fitted exponent of the deviation in the sample size (:ref:`ch-uniform-concentration`).
+
+        Parameters
+        ----------
+        method : str or None
+            The new estimate's method; by default ``"reciprocal of <method>"``.
+
+        Returns
+        -------
+        Estimate
+            ``1/value`` in ``[1/high, 1/low]``, same confidence; the fit's intercept and standard error are dropped.
+
+        Raises
+        ------
+        ValueError
+            When the interval contains 0 (its reciprocal is not an interval).
+
+        Examples
+        --------
+        >>> from companion import stats
+        >>> print(stats.Estimate(-0.5, -0.6, -0.4, 0.99, "t-interval").reciprocal())
+        -2.000 [-2.500, -1.667] (99% reciprocal of t-interval)
+        """
+        v, lo, hi = (np.asarray(a, dtype=float) for a in (self.value, self.low, self.high))
+        if np.any((lo <= 0) & (hi >= 0)):
+            raise ValueError(f"the interval [{self.low}, {self.high}] contains 0: its reciprocal is not an interval")
+        v, lo, hi = ((1.0 / a).item() if a.ndim == 0 else 1.0 / a for a in (v, lo, hi))
+        default = f"reciprocal of {self.method}" if self.method else "reciprocal"
+        return Estimate(v, hi, lo, self.confidence, default if method is None else method)
 
     def contains(self, x):
         """Whether ``low ≤ x ≤ high``: a bool for one estimate, a bool array (broadcast against ``x``) for a

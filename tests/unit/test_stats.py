@@ -65,6 +65,20 @@ def test_estimate_text_and_checks():
         stats.Estimate(0.0, -1.0, 1.0, 95)
     with pytest.raises(ValueError, match="shape"):
         stats.Estimate(np.zeros(2), np.zeros(3), np.zeros(2), 0.95)
+    with pytest.raises(ValueError, match="low end exceeds"):
+        stats.Estimate(-2.0, -1.6, -2.5, 0.99)  # the ends of 1/x taken in the wrong order
+    assert stats.Estimate(np.nan, np.nan, np.nan, 0.9).contains(0.0) is False
+
+
+def test_reciprocal_swaps_the_ends_and_keeps_the_coverage():
+    """1/x is decreasing on each sign: x in [lo, hi] iff 1/x in [1/hi, 1/lo], so the reciprocal keeps the level."""
+    inv = stats.Estimate(-0.5, -0.6, -0.4, 0.99, "t-interval").reciprocal()
+    assert (inv.value, inv.low, inv.high) == pytest.approx((-2.0, -2.5, 1 / -0.6)) and inv.confidence == 0.99
+    assert inv.method == "reciprocal of t-interval" and inv.contains(-2.2) and not inv.contains(-1.6)
+    vec = stats.Estimate(np.array([2.0, -4.0]), np.array([1.0, -5.0]), np.array([4.0, -2.0]), 0.9).reciprocal("inv")
+    assert np.allclose(vec.low, [0.25, -0.5]) and np.allclose(vec.high, [1.0, -0.2]) and vec.method == "inv"
+    with pytest.raises(ValueError, match="contains 0"):
+        stats.Estimate(0.1, -0.1, 0.3, 0.9).reciprocal()
 
 
 def test_mean_is_the_t_interval():
@@ -214,7 +228,7 @@ def test_crossing_law_fit_accepts_the_true_law_and_rejects_the_other():
 
 def test_clopper_pearson_covers_at_least_its_level_where_wilson_does_not():
     """Exact coverage by enumeration over k ~ Binomial(n, p): Clopper-Pearson never below the level; Wilson below it
-    at n p of order one (the regime of chapter 9's rare failures)."""
+    at n p of order one (the regime of the rare failures of ch-failures)."""
     n, level = 700, 1 - 0.01 / 7
     k = np.arange(n + 1)
     cp, wi = stats.clopper_pearson(k, n, level), stats.wilson(k, n, level)

@@ -443,6 +443,10 @@ def with_math(text: str) -> nodes.paragraph:
 
 
 # ------------------------------------------------------------------------------- the status page
+def _retired_anchor(row_id: str) -> str:
+    return nodes.make_id(f"retired-{row_id}")
+
+
 def _deviations(app, fromdoc: str):
     from . import registry
 
@@ -470,9 +474,13 @@ def _deviations(app, fromdoc: str):
         cell = nodes.paragraph()
         doc = docs.get(label)
         name = nodes.literal(text=rule.id)
-        cell += _link(app, fromdoc, doc, [name], f"claim-{rule.id}") if doc else name
+        active = hasattr(rule, "kind")  # a retired row has no claim table entry: link to its line below
+        if active:
+            cell += _link(app, fromdoc, doc, [name], f"claim-{rule.id}") if doc else name
+        else:
+            cell += _link(app, fromdoc, fromdoc, [name], _retired_anchor(rule.id))
         claim = re.sub(r"\{([A-Za-z_]\w*)\}", r"⟨\1⟩", rule.claim)  # a placeholder the chapter fills
-        cell += nodes.Text(f" {claim}" + ("" if hasattr(rule, "kind") else " (row since retired)"))
+        cell += nodes.Text(f" {claim}" + ("" if active else " (row since retired)"))
         body += row([date, cell, f"{rev.was} → {rev.now}", f"{rev.rationale} Impact: {rev.impact}"])
     out.append(table)
     if retired:
@@ -480,7 +488,7 @@ def _deviations(app, fromdoc: str):
         t2, b2, row2 = _table("retired-table", {"Retired": 10, "Row": 30, "Reason": 60})
         for r in sorted(retired, key=lambda it: (it.retired, it.id)):
             reason = r.reason + (f" Replaced by {r.replaced_by}." if r.replaced_by else "")
-            b2 += row2([r.retired, f"{r.id}: {r.claim}", reason])
+            b2 += row2([r.retired, nodes.paragraph(text=f"{r.id}: {r.claim}", ids=[_retired_anchor(r.id)]), reason])
         out.append(t2)
     return out
 
@@ -497,6 +505,31 @@ def ledger_runs(srcdir: Path) -> list[dict]:
     return out
 
 
+def ledger_cell(runs: list[dict], label: str, device: str, dtype: str) -> list[str]:
+    """The ledger's cell of one chapter on one kind of machine: one line per committed run that holds records of the
+    chapter there (falsified records left out), the latest first: ``"<scale>[, float32 requested]: <date>, <commit>:
+    <n> ✅, …"``, counted over that run's records of the chapter on their last day. Empty when none."""
+    lines = []
+    for run in runs:
+        recs = [
+            r
+            for r in run.get("records", [])
+            if r["chapter"] == label and r["device"].split(":")[0] == device and r["dtype"] == dtype and not r.get("falsify")
+        ]
+        if not recs:
+            continue
+        last = max(r["date"] for r in recs)
+        recs = [r for r in recs if r["date"][:10] == last[:10]]
+        c = Counter(r["verdict"] for r in recs)
+        verdicts = ", ".join(f"{n} {MARK[v]}" for v, n in sorted(c.items()))
+        scales = "/".join(sorted({r["scale"] for r in recs}))
+        requested = {r.get("requested_dtype") or r["dtype"] for r in recs} - {dtype}
+        note = "".join(f", {q} requested" for q in sorted(requested))
+        commits = "/".join(sorted({r["commit"][:7] for r in recs}))
+        lines.append((last, f"{scales}{note}: {last[:10]}, {commits}: {verdicts}"))
+    return [text for _, text in sorted(lines, reverse=True)]
+
+
 def _ledger(app, fromdoc: str):
     srcdir = Path(app.srcdir)
     runs = ledger_runs(srcdir)
@@ -507,20 +540,11 @@ def _ledger(app, fromdoc: str):
         cells = [nodes.paragraph()]
         cells[0] += _link(app, fromdoc, doc, _title_nodes(app.env, doc))
         for dev, dtype, _ in LEDGER_COLUMNS:
-            recs = [
-                r
-                for run in runs
-                for r in run.get("records", [])
-                if r["chapter"] == label and r["device"].split(":")[0] == dev and r["dtype"] == dtype and not r.get("falsify")
-            ]
-            if not recs:
-                cells.append("not run")
-                continue
-            last = max(r["date"] for r in recs)
-            recs = [r for r in recs if r["date"][:10] == last[:10]]
-            c = Counter(r["verdict"] for r in recs)
-            verdicts = ", ".join(f"{n} {MARK[v]}" for v, n in sorted(c.items()))
-            cells.append(f"{last[:10]}, {recs[0]['commit'][:7]}, {recs[0]['scale']}: {verdicts}")
+            lines = ledger_cell(runs, label, dev, dtype)
+            cell = nodes.container()
+            for text in lines or ["not run"]:
+                cell += nodes.paragraph(text=text)
+            cells.append(cell)
         body += row(cells)
     return [table]
 

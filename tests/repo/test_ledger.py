@@ -50,3 +50,22 @@ def test_tables_are_written_between_their_markers(tmp_path, monkeypatch):
     text = readme.read_text()
     assert "old" not in text and f"| all chapters | {12 * len(labels)} | {100 * len(labels)} |" in text
     assert "| float64 | needs 1e-12 |" in text and "**float32 keeps all verdicts**" in text
+
+
+def test_the_status_ledger_shows_each_run_on_its_own_line():
+    """One line per committed run of the chapter on that kind of machine (never the records of several runs
+    counted together), the latest first, with its scale, a requested dtype that the run did not use, its commit and
+    its verdicts; nothing for a machine with no run."""
+    from companion._book import ledger_cell
+
+    quick = [_record("ch-setup"), _record("ch-setup", verdict="fails"), _record("ch-other")]
+    paper = [{**_record("ch-setup"), "scale": "paper", "date": "2026-12-02 10:00 UTC", "commit": "0123456789ab"}]
+    f32 = [{**_record("ch-setup"), "requested_dtype": "float32", "date": "2026-11-30 08:00 UTC"}]
+    falsified = [_record("ch-setup", verdict="fails", falsify=True)]
+    runs = [{"name": n, "records": r} for n, r in (("cpu-quick", quick + falsified), ("cpu-paper", paper), ("f32", f32))]
+    assert ledger_cell(runs, "ch-setup", "cpu", "float64") == [
+        "paper: 2026-12-02, 0123456: 1 ✅",
+        "quick: 2026-12-01, abcdef1: 1 ❌, 1 ✅",
+        "quick, float32 requested: 2026-11-30, abcdef1: 1 ✅",
+    ]
+    assert ledger_cell(runs, "ch-setup", "cuda", "float64") == []

@@ -20,6 +20,7 @@ whether the change is committed or not.
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -103,6 +104,19 @@ def _retired(data: dict) -> set[str]:
     return {r["id"] for r in (data or {}).get("retired") or [] if isinstance(r, dict) and "id" in r}
 
 
+def _same_revision(old: dict, new: dict) -> bool:
+    """A recorded revision stays as written, except that an empty ``commit`` may be filled in later with the short
+    hash of the commit that made the change (the provenance is completed; nothing of the rule's history changes)."""
+    if old == new:
+        return True
+    rest = {k: v for k, v in old.items() if k != "commit"} == {k: v for k, v in new.items() if k != "commit"}
+    return rest and not old.get("commit") and bool(re.fullmatch(r"[0-9a-f]{7,40}", str(new.get("commit") or "")))
+
+
+def _same_revisions(old: list, new: list) -> bool:
+    return len(new) >= len(old) and all(_same_revision(o, n) for o, n in zip(old, new))
+
+
 def compare(before: Version, after: Version) -> list[str]:
     """The unrecorded changes from ``before`` to ``after``."""
     problems = []
@@ -119,7 +133,7 @@ def compare(before: Version, after: Version) -> list[str]:
                 continue
             nrow = new_rows[rid]
             old_revs, new_revs = row.get("revisions") or [], nrow.get("revisions") or []
-            if new_revs[: len(old_revs)] != old_revs:
+            if not _same_revisions(old_revs, new_revs):
                 problems.append(f"{after.name}: row {rid}: a recorded revision was rewritten or removed")
             elif registry.fingerprint(row) != registry.fingerprint(nrow) and len(new_revs) <= len(old_revs):
                 problems.append(
@@ -169,10 +183,11 @@ def main(argv: list[str] | None = None) -> int:
         for r in reg.retired:
             print(f"{r.id:48s} retired {r.retired}: {r.reason}")
         return 0
-    for reg in regs.values():
-        for r in reg.rows.values():
-            for v in r.revised_after_data:
-                print(f"{v.date} {r.id}: {v.was} -> {v.now}\n    why: {v.rationale}\n    impact: {v.impact}")
+    for reg in regs.values():  # as the status page lists them: active rows, then rows revised before they retired
+        for r in (*reg.rows.values(), *reg.retired):
+            gone = f" (retired {r.retired})" if isinstance(r, registry.Retired) else ""
+            for v in (v for v in r.revisions if v.after_data):
+                print(f"{v.date} {r.id}{gone}: {v.was} -> {v.now}\n    why: {v.rationale}\n    impact: {v.impact}")
     return 0
 
 

@@ -74,6 +74,15 @@ def test_an_unrecorded_change_a_silent_deletion_and_a_rewritten_revision_are_cau
     rewritten = copy.deepcopy(revised)
     rewritten["revisions"][0]["after_data"] = False
     assert "rewritten" in history.compare(_version("v2", [revised]), _version("v3", [rewritten]))[0]
+    dated = copy.deepcopy(revised)  # an empty commit may be filled in later; a written one may not be changed
+    dated["revisions"][0]["commit"] = "69dc405"
+    assert history.compare(_version("v2", [revised]), _version("v3", [dated])) == []
+    redated = copy.deepcopy(dated)
+    redated["revisions"][0]["commit"] = "abcdef0"
+    assert "rewritten" in history.compare(_version("v3", [dated]), _version("v4", [redated]))[0]
+    not_a_hash = copy.deepcopy(revised)
+    not_a_hash["revisions"][0]["commit"] = "later"
+    assert "rewritten" in history.compare(_version("v2", [revised]), _version("v3", [not_a_hash]))[0]
     assert "deleted" in history.compare(before, history.Version("v2", {}))[0]
     assert "taken off" in history.compare(_version("v1", [], [{"id": "toy.rate"}]), _version("v2", []))[0]
 

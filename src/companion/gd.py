@@ -35,10 +35,9 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from . import validation
+from .model import LossAndGrad, Params  # the model protocol's types (companion.model)
 
 __all__ = [
-    "Params",
-    "LossAndGrad",
     "StepRule",
     "Observer",
     "run",
@@ -51,8 +50,6 @@ __all__ = [
     "log_spaced",
 ]
 
-Params = list[Tensor]
-LossAndGrad = Callable[[Params], tuple[Tensor, Sequence[Tensor]]]
 # A step-size rule: (params, loss (E,), grads, t) -> step sizes (E,)
 StepRule = Callable[[Params, Tensor, Sequence[Tensor], int], Tensor]
 # An observer: (params, loss (E,), grads) -> tensor with leading axis E, recorded at chosen iterations
@@ -797,7 +794,7 @@ def _torch_compile(fn: Callable) -> Callable:
     """``fn`` compiled by ``torch.compile`` (inductor, shapes fixed: one compilation per batch shape; the whole of
     ``fn`` in one graph, as ``torch.while_loop`` needs; inductor's C++ wrapper, which runs the loop's iterations
     without returning to Python; its fused CPU kernels on one thread: the loop is for steps of a few thousand
-    numbers, where a parallel region per kernel costs more than the work — at Chapter 4's L = 2 on two threads,
+    numbers, where a parallel region per kernel costs more than the work — at L = 2 of :ref:`ch-rate` on two threads,
     116 µs a step against 26 µs on one; library calls such as a large matmul keep torch's threads)."""
     return torch.compile(fn, dynamic=False, fullgraph=True, options={"cpp_wrapper": True, "cpp.threads": 1})
 

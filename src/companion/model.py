@@ -12,9 +12,10 @@ member ``e`` of the ensemble is ``[p[e] for p in params]``, and members are inde
 depends on its own parameters and data only). The order of the list is the model's:
 
 * :mod:`~companion.deepnet`: ``[w_1 (E, d_1, d_0), …, w_L (E, 1, d_{L-1})]``;
-* :mod:`~companion.relunet`, :mod:`~companion.population`, :mod:`~companion.fused`: ``[W (E, k, d), v (E, k)]``
-  (``V (E, k, r)`` for ``r`` outputs), or ``[W]`` when the output weights are held fixed (``fixed_v=``, the
-  same for every member or one per member; :func:`two_layer_closure` handles both cases for every paper-B model);
+* :mod:`~companion.relunet`, :mod:`~companion.population`: ``[W (E, k, d), v (E, k)]`` (``V (E, k, r)`` for ``r``
+  outputs), or ``[W]`` when the output weights are held fixed (``fixed_v=``, the same for every member or one per
+  member; :func:`two_layer_closure` handles both cases for both models);
+* :mod:`~companion.fused`: ``[W (E, k, d), v (E, k)]``, both trained (no ``fixed_v``);
 * :mod:`~companion.widenet`: ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
 
 Arithmetic on such lists (sums, inner products, norms per member) is in :mod:`companion.paramlist`.

@@ -1,4 +1,5 @@
-"""Repository habits: the product speaks of itself only; every module has an API page; one version; a licence."""
+"""Repository habits: the product speaks of itself only; the package and the tests name chapters by label; every module
+has an API page; one version; a licence."""
 
 import re
 import subprocess
@@ -30,6 +31,22 @@ def test_no_words_about_how_the_work_was_organised():
         for i, line in enumerate(path.read_text(errors="ignore").splitlines(), 1):
             if PROCESS_WORDS.search(line):
                 hits.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()[:100]}")
+    assert hits == [], "\n".join(hits)
+
+
+CHAPTER_NUMBER = re.compile(r"\b(chapters?|ch\.?)\s+[0-9]", re.I)
+
+
+def test_package_and_tests_name_chapters_by_label_not_number():
+    """A chapter's number changes when the table of contents does; its label (``ch-rate``) does not."""
+    hits = []
+    for path in _tracked():
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] not in ("src", "tests") or path.suffix != ".py" or path.name == "test_repository.py":
+            continue
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if CHAPTER_NUMBER.search(line):
+                hits.append(f"{rel}:{i}: {line.strip()[:100]}")
     assert hits == [], "\n".join(hits)
 
 

@@ -3,6 +3,8 @@
     python tools/registry.py check          # exit 1 on an unrecorded change anywhere in the registry's git history
     python tools/registry.py show failures  # one chapter's rows: id, kind, scales, revisions
     python tools/registry.py deviations     # every revision made after seeing data
+    python tools/registry.py code           # each chapter's claim-check fingerprint against its claim_code log
+    python tools/registry.py code failures --change "what changed" [--rules ID ...]   # log a change of the cells
 
 ``check`` reads every committed version of ``book/claims/*.yml`` (``git log``), then the working tree, and compares
 each version with its parent versions (a merge with each of the lines it joins), row by row:
@@ -11,7 +13,14 @@ each version with its parent versions (a merge with each of the lines it joins),
   values, scales, erratum) must have gained a revision entry;
 * the revisions already recorded are never rewritten or dropped (a revision list only grows at its end);
 * a row never disappears: it stays active, or it moves to the file's ``retired`` list (and stays there);
-* a chapter's registry file is never deleted.
+* a chapter's registry file is never deleted;
+* a file's ``claim_code`` log only grows at its end.
+
+The test's logic is the chapter's code: ``code`` fingerprints each chapter's claim-check cells (every code cell that
+calls ``check.rule``, ``check.add`` or ``check.compare``; the hash of their syntax trees, so comments and layout do not
+count) and compares the fingerprint with the last entry of the chapter's ``claim_code`` log; with ``--change`` it
+appends an entry for the cells as they are now, naming the rows whose rule the change changed (each needs a revision
+of today's date).
 
 So a number changed in a registry file without a revision entry fails the test suite (``tests/book/test_registry.py``),
 whether the change is committed or not.
@@ -20,6 +29,9 @@ whether the change is committed or not.
 from __future__ import annotations
 
 import argparse
+import ast
+import datetime as _dt
+import hashlib
 import re
 import subprocess
 import sys
@@ -117,6 +129,78 @@ def _same_revisions(old: list, new: list) -> bool:
     return len(new) >= len(old) and all(_same_revision(o, n) for o, n in zip(old, new))
 
 
+CLAIM_CALLS = ("check.rule(", "check.add(", "check.compare(")
+
+
+def chapter_sources() -> dict[str, Path]:
+    """``{label: chapter source}`` for every chapter (the ``(ch-…)=`` label above its title)."""
+    out = {}
+    for path in sorted((ROOT / "book").glob("*/[0-9][0-9]_*.md")):
+        m = re.search(r"^\((ch-[a-z0-9-]+)\)=\s*$", path.read_text(), re.M)
+        if m:
+            out[m.group(1)] = path
+    return out
+
+
+def claim_cells(source: Path) -> list[str]:
+    """The code of the chapter's claim-check cells: every code cell that reads a rule or adds a row."""
+    import jupytext
+
+    nb = jupytext.read(source, fmt="md:myst")
+    return [c.source for c in nb.cells if c.cell_type == "code" and any(k in c.source for k in CLAIM_CALLS)]
+
+
+def _normalised(code: str) -> str:
+    try:
+        return ast.dump(ast.parse(code))  # comments, blank lines and layout do not count
+    except SyntaxError:  # a cell with IPython syntax: its lines without comments and surrounding blanks
+        return "\n".join(ln.split("#", 1)[0].rstrip() for ln in code.splitlines() if ln.strip())
+
+
+def code_fingerprint(source: Path) -> str:
+    """12 hex digits: the hash of the chapter's claim-check cells (:func:`claim_cells`), in order."""
+    digest = hashlib.sha256("\n\x00".join(_normalised(c) for c in claim_cells(source)).encode())
+    return digest.hexdigest()[:12]
+
+
+def code_problems(regs: dict | None = None) -> list[str]:
+    """Each chapter whose claim-check fingerprint is not the last entry of its ``claim_code`` log."""
+    regs = registry.load_all(ROOT / REGISTRY) if regs is None else regs
+    problems = []
+    for label, source in chapter_sources().items():
+        log = regs[label].claim_code if label in regs else ()
+        now = code_fingerprint(source)
+        if not log or log[-1].fingerprint != now:
+            last = log[-1].fingerprint if log else "none"
+            problems.append(
+                f"{label}: the claim-check cells of {source.relative_to(ROOT)} have the fingerprint {now}, the last "
+                f"entry of {REGISTRY}/{label.removeprefix('ch-')}.yml's claim_code log {last}: log the change with "
+                f"`python tools/registry.py code {label.removeprefix('ch-')} --change '...' [--rules ROW ...]`"
+            )
+    return problems
+
+
+def log_code_change(label: str, change: str, rules: list[str]) -> Path:
+    """Append an entry for the chapter's claim-check cells as they are now to its registry file's ``claim_code``
+    log (dated today); the file is checked with :func:`companion.registry.parse` before it is written."""
+    source, path = chapter_sources()[label], ROOT / REGISTRY / f"{label.removeprefix('ch-')}.yml"
+    text = path.read_text()
+    entry = {"date": _dt.date.today().isoformat(), "fingerprint": code_fingerprint(source), "change": change}
+    if rules:
+        entry["rules_changed"] = rules
+    block = yaml.safe_dump([entry], allow_unicode=True, sort_keys=False, width=120)
+    if re.search(r"^claim_code:", text, re.M):
+        if not re.search(r"^claim_code:.*(?:\n(?:[ -].*)?)*\Z", text, re.M):
+            raise SystemExit(f"{path.name}: the claim_code log must be the file's last top-level key")
+        new = text.rstrip("\n") + "\n" + block
+    else:
+        head = "# Each change of the chapter's claim-check cells (tools/registry.py code).\nclaim_code:\n"
+        new = text.rstrip("\n") + "\n\n" + head + block
+    registry.parse(_load(new), path)
+    path.write_text(new)
+    return path
+
+
 def compare(before: Version, after: Version) -> list[str]:
     """The unrecorded changes from ``before`` to ``after``."""
     problems = []
@@ -142,6 +226,9 @@ def compare(before: Version, after: Version) -> list[str]:
                 )
         for rid in _retired(old) - new_retired:
             problems.append(f"{after.name}: retired row {rid} was taken off the retired list")
+        old_log, new_log = old.get("claim_code") or [], new.get("claim_code") or []
+        if new_log[: len(old_log)] != old_log:
+            problems.append(f"{after.name}: {REGISTRY}/{name}: an entry of the claim_code log was rewritten or removed")
     return problems
 
 
@@ -165,7 +252,20 @@ def main(argv: list[str] | None = None) -> int:
     show = sub.add_parser("show", help="one chapter's registered rows")
     show.add_argument("chapter", help="the chapter's label without ch- (e.g. failures)")
     sub.add_parser("deviations", help="every revision made after seeing data")
+    code = sub.add_parser("code", help="claim-check fingerprints against the claim_code logs, or log a change")
+    code.add_argument("chapter", nargs="?", help="the chapter's label without ch- (with --change)")
+    code.add_argument("--change", help="what changed in the chapter's claim-check cells")
+    code.add_argument("--rules", nargs="*", default=[], help="the rows whose rule the change changed")
     args = ap.parse_args(argv)
+    if args.cmd == "code":
+        if args.change:
+            if not args.chapter:
+                ap.error("code --change needs the chapter")
+            print(f"logged in {log_code_change('ch-' + args.chapter.removeprefix('ch-'), args.change, args.rules)}")
+            return 0
+        problems = code_problems()
+        print("\n".join(problems) or "every chapter's claim-check cells match the last entry of its claim_code log")
+        return 1 if problems else 0
     if args.cmd == "check":
         if not git_available():
             print("not a git checkout: the registry's history cannot be read")

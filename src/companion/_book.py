@@ -490,6 +490,23 @@ def _deviations(app, fromdoc: str):
             reason = r.reason + (f" Replaced by {r.replaced_by}." if r.replaced_by else "")
             b2 += row2([r.retired, nodes.paragraph(text=f"{r.id}: {r.claim}", ids=[_retired_anchor(r.id)]), reason])
         out.append(t2)
+    # the test's logic is the chapters' code: each change of a chapter's claim-check cells after its log began
+    logs = {label: reg.claim_code for label, reg in regs.items() if reg.claim_code}
+    later = sorted(((c, label) for label, log in logs.items() for c in log[1:]), key=lambda it: (it[0].date, it[1]))
+    out.append(nodes.rubric(text="Changes of the claim-check code"))
+    start = min((log[0].date for log in logs.values()), default="")
+    out.append(
+        nodes.paragraph(
+            text=f"Each chapter's claim-check cells (every cell that reads a rule or adds a row) are fingerprinted from "
+            f"{start} on (the claim_code log of its registry file; the test suite fails when the cells change without "
+            f"an entry). {len(later)} changes logged since" + (":" if later else ".")
+        )
+    )
+    if later:
+        t3, b3, row3 = _table("code-changes-table", {"Date": 10, "Chapter": 20, "Change": 45, "Rules it changed": 25})
+        for c, label in later:
+            b3 += row3([c.date, label, c.change, ", ".join(c.rules_changed) or "none"])
+        out.append(t3)
     return out
 
 

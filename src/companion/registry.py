@@ -15,7 +15,11 @@ A chapter's claim check (:class:`companion.claims.ClaimCheck`) reads its rows fr
 measurement and the test's logic, the registry the texts and the numbers. The registry's history is the history of
 these files in git: ``tools/registry.py check`` (run by the test suite) fails when a row's rule changed between two
 versions without a new revision entry, when a row disappeared without being retired, or when a revision was
-rewritten. The format, with a worked example, is in ``CONTRIBUTING.md`` ("The claim registry").
+rewritten. The test's logic lives in the chapter's code; a file's ``claim_code`` log records each change of the
+chapter's claim-check cells (the cells that read a rule or add a row), by a fingerprint of their code, with what
+changed and which rows' rules it changed (each such row carries the revision). The test suite fails when the cells'
+fingerprint is not the log's last. The format, with a worked example, is in ``CONTRIBUTING.md`` ("The claim
+registry").
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ __all__ = [
     "Revision",
     "Rule",
     "Retired",
+    "CodeChange",
     "ChapterRegistry",
     "RegistryError",
     "locate",
@@ -56,6 +61,8 @@ ROW_KEYS = {
 RULE_KEYS = {"text", "params", "expected", "wrong"}
 REVISION_KEYS = {"date", "after_data", "was", "now", "rationale", "impact", "commit"}
 QUANTITY_KEYS = {"value", "computed", "label", "from"}
+CODE_KEYS = {"date", "fingerprint", "change", "rules_changed"}
+FINGERPRINT_RE = re.compile(r"^[0-9a-f]{12}$")
 
 
 class RegistryError(ValueError):
@@ -263,6 +270,29 @@ class Retired:
 
 
 @dataclass(frozen=True)
+class CodeChange:
+    """One entry of a chapter's ``claim_code`` log: its claim-check cells as they are from ``date`` on.
+
+    Parameters
+    ----------
+    date : str
+        ``YYYY-MM-DD``.
+    fingerprint : str
+        12 hex digits: the hash of the cells' code (``tools/registry.py code`` computes it; comments and layout do
+        not count).
+    change : str
+        What changed in the cells.
+    rules_changed : tuple of str
+        The rows whose rule the change changed; each has a revision of that date. Empty when no rule changed.
+    """
+
+    date: str
+    fingerprint: str
+    change: str
+    rules_changed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ChapterRegistry:
     """The registered rows of one chapter, in the order the chapter checks them.
 
@@ -278,12 +308,15 @@ class ChapterRegistry:
         The active rows by id, in file order.
     retired : tuple of Retired
         The retired rows.
+    claim_code : tuple of CodeChange
+        The log of the chapter's claim-check cells, oldest first.
     """
 
     label: str
     path: Path
     rows: Mapping[str, Rule]
     retired: tuple[Retired, ...] = field(default=())
+    claim_code: tuple[CodeChange, ...] = field(default=())
 
     def __getitem__(self, row_id: str) -> Rule:
         if row_id not in self.rows:
@@ -505,7 +538,7 @@ def parse(data: Mapping, path: Path | str = "<registry>") -> ChapterRegistry:
     Parameters
     ----------
     data : Mapping
-        The parsed file: ``chapter`` (the label), ``rows`` and optionally ``retired``.
+        The parsed file: ``chapter`` (the label), ``rows`` and optionally ``retired`` and ``claim_code``.
     path : Path or str
         The file's path, for the messages; a path with a suffix must be named after the label
         (``failures.yml`` for ``ch-failures``).
@@ -520,7 +553,8 @@ def parse(data: Mapping, path: Path | str = "<registry>") -> ChapterRegistry:
     RegistryError
         A ``ValueError`` naming the file, the row and the problem: an unknown key, a malformed id, kind, date,
         number or scale, a value row without its wrong value, revisions out of date order, a duplicate id, no rows,
-        or a retired row that is also active.
+        a retired row that is also active, or a ``claim_code`` entry out of date order or naming a row that has no
+        revision of its date.
 
     Examples
     --------
@@ -539,8 +573,8 @@ def parse(data: Mapping, path: Path | str = "<registry>") -> ChapterRegistry:
     """
     where = Path(path).name
     if not isinstance(data, Mapping):
-        _fail(where, "a registry file is a mapping with 'chapter', 'rows' and optionally 'retired'")
-    extra = set(data) - {"chapter", "rows", "retired"}
+        _fail(where, "a registry file is a mapping with 'chapter', 'rows' and optionally 'retired', 'claim_code'")
+    extra = set(data) - {"chapter", "rows", "retired", "claim_code"}
     if extra:
         _fail(where, f"unknown top-level keys {sorted(extra)}")
     label = data.get("chapter")
@@ -574,7 +608,34 @@ def parse(data: Mapping, path: Path | str = "<registry>") -> ChapterRegistry:
         revs = tuple(_revision(f"{w} revision {k + 1}", r) for k, r in enumerate(raw.get("revisions") or []))
         claim, date, reason = _text(w, raw, "claim"), _date(w, raw.get("retired")), _text(w, raw, "reason")
         retired.append(Retired(rid, claim, date, reason, replaced, revs))
-    return ChapterRegistry(label, Path(path), rows, tuple(retired))
+    log = _claim_code(where, data.get("claim_code") or [], {**rows, **{r.id: r for r in retired}})
+    return ChapterRegistry(label, Path(path), rows, tuple(retired), log)
+
+
+def _claim_code(where: str, raw, rows: Mapping) -> tuple[CodeChange, ...]:
+    if not isinstance(raw, list):
+        _fail(where, "'claim_code' is a list of {date, fingerprint, change, rules_changed}")
+    out = []
+    for k, entry in enumerate(raw):
+        w = f"{where} claim_code {k + 1}"
+        if not isinstance(entry, Mapping) or set(entry) - CODE_KEYS or not {"date", "fingerprint", "change"} <= set(entry):
+            _fail(w, f"an entry has date, fingerprint, change and optionally rules_changed; got {entry!r}")
+        date, change = _date(w, entry["date"]), _text(w, entry, "change")
+        fp = str(entry["fingerprint"])
+        if not FINGERPRINT_RE.match(fp):
+            _fail(w, f"the fingerprint is 12 hex digits (tools/registry.py code), got {fp!r}")
+        if out and date < out[-1].date:
+            _fail(w, f"entries are in date order ({date} after {out[-1].date})")
+        ids = entry.get("rules_changed") or []
+        if not isinstance(ids, list):
+            _fail(w, f"'rules_changed' is a list of row ids, got {ids!r}")
+        for rid in ids:
+            if rid not in rows:
+                _fail(w, f"rules_changed names {rid!r}, which is no row (active or retired) of this chapter")
+            if not any(r.date == date for r in rows[rid].revisions):
+                _fail(w, f"the change of {rid}'s rule needs a revision of {rid} dated {date}")
+        out.append(CodeChange(date, fp, change, tuple(ids)))
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------------------------ loading

@@ -93,3 +93,44 @@ def test_every_row_states_its_rule_and_value_rows_their_control():
             assert r.text and r.source and r.paper, r.id
             if r.kind == "value":
                 assert r.wrong is not None, f"{r.id}: a value row names its wrong value"
+
+
+def test_the_claim_check_cells_of_every_chapter_are_the_last_entry_of_their_log():
+    """The test's logic lives in the chapter's code: a change of its claim-check cells must be logged (and, where it
+    changes a rule, name the row, which then needs a revision of that date)."""
+    assert set(history.chapter_sources()) == set(REGS)
+    assert history.code_problems() == []
+
+
+def test_a_changed_threshold_in_a_claim_cell_changes_the_fingerprint_but_layout_does_not(tmp_path):
+    source = history.chapter_sources()["ch-smoothness"]
+    text = source.read_text()
+    before = history.code_fingerprint(source)
+    assert re.search(r'<= r\["tol"\]', text), "the example below edits the degree rows' tolerance test"
+    loosened = tmp_path / "loosened.md"
+    loosened.write_text(re.sub(r'<= r\["tol"\]', '<= 100 * r["tol"]', text, count=1))
+    assert history.code_fingerprint(loosened) != before
+    cells = history.claim_cells(source)
+    relaid = tmp_path / "relaid.md"
+    relaid.write_text(text.replace(cells[0], "# a comment\n" + cells[0].replace("\n", "\n\n", 1), 1))
+    assert history.code_fingerprint(relaid) == before
+
+
+def test_the_claim_code_log_is_checked_and_only_grows():
+    row = {"id": "toy.rate", "claim": "x <= 1", "refs": ["A Lemma 4.1"], "kind": "bound", "source": "'x <= 1'",
+           "paper": "<= 1", "scales": ["quick"], "registered": "2026-12-01",
+           "rule": {"text": "x <= {limit}", "params": {"limit": {"value": 1, "from": "the lemma"}}},
+           "revisions": [{"date": "2026-12-02", "after_data": True, "was": "a", "now": "b", "rationale": "r",
+                          "impact": "i"}]}  # fmt: skip
+    entry = {"date": "2026-12-02", "fingerprint": "0123456789ab", "change": "the tolerance", "rules_changed": ["toy.rate"]}
+    reg = registry.parse({"chapter": "ch-toy", "rows": [row], "claim_code": [entry]})
+    assert reg.claim_code[0].rules_changed == ("toy.rate",)
+    with pytest.raises(registry.RegistryError, match="needs a revision of toy.rate dated 2026-12-03"):
+        registry.parse({"chapter": "ch-toy", "rows": [row], "claim_code": [{**entry, "date": "2026-12-03"}]})
+    with pytest.raises(registry.RegistryError, match="12 hex digits"):
+        registry.parse({"chapter": "ch-toy", "rows": [row], "claim_code": [{**entry, "fingerprint": "later"}]})
+    v1 = history.Version("v1", {"toy.yml": {"chapter": "ch-toy", "rows": [row], "claim_code": [entry]}})
+    grown = {"chapter": "ch-toy", "rows": [row], "claim_code": [entry, {**entry, "fingerprint": "ba9876543210"}]}
+    assert history.compare(v1, history.Version("v2", {"toy.yml": grown})) == []
+    rewritten = {"chapter": "ch-toy", "rows": [row], "claim_code": [{**entry, "change": "nothing"}]}
+    assert "claim_code log was rewritten" in history.compare(v1, history.Version("v2", {"toy.yml": rewritten}))[0]

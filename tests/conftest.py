@@ -1,3 +1,7 @@
+"""Shared pytest set-up: a seeded generator fixture, one folder of claim records per session (read by the coverage
+test), the order in which the record-reading and site tests run after the chapters, the skip of GPU-marked tests
+without CUDA, and the pytest-xdist scheduler that keeps the chapters and the tests that read them on one worker."""
+
 import os
 
 import pytest

@@ -69,3 +69,12 @@ def test_the_status_ledger_shows_each_run_on_its_own_line():
         "quick, float32 requested: 2026-11-30, abcdef1: 1 ✅",
     ]
     assert ledger_cell(runs, "ch-setup", "cuda", "float64") == []
+
+
+def test_the_readme_tables_are_those_the_recorded_runs_give(tmp_path):
+    """The README's timing and precision tables are generated (``tools/ledger.py tables``), never edited by hand:
+    regenerating them from the committed runs changes nothing."""
+    readme = tmp_path / "README.md"
+    readme.write_text((ROOT / "README.md").read_text())
+    ledger.write_tables(readme)
+    assert readme.read_text() == (ROOT / "README.md").read_text(), "run `python tools/ledger.py tables`"

@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from companion import explore, plotting  # noqa: E402
+from companion import explore  # noqa: E402
 from companion.explore import Choice, LogSlider, Slider  # noqa: E402
 
 
@@ -180,25 +180,3 @@ def test_headless_execution_shows_one_static_figure_and_no_widget(monkeypatch, e
     assert any("Interactive in Jupyter or Colab" in o.get("data", {}).get("text/html", "") for o in outputs)
     assert nb.cells[2].outputs[0]["text"].strip() == "static"
     assert not nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state")
-
-
-def test_plotting_hides_stray_artist_reprs_but_not_figures():
-    """companion.plotting.quiet_artist_reprs (via use_style): a figure cell ending in ax.legend() or
-    fig.suptitle(...) shows the figure only, not `<matplotlib.legend.Legend at 0x...>`; other values still show."""
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    cells = [
-        "from companion import plotting",
-        "fig, axes = plotting.subplots(); axes[0, 0].plot([1, 2], label='a'); axes[0, 0].legend()",
-        "fig, axes = plotting.subplots(); fig.suptitle('Figure 1.1')",
-        "3",
-        "fig",
-    ]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3").execute()
-    kinds = [[(o["output_type"], sorted(o.get("data", {}))) for o in c.outputs] for c in nb.cells[1:]]
-    assert kinds[0] == [("display_data", ["image/png", "text/plain"])], kinds[0]
-    assert kinds[1] == [("display_data", ["image/png", "text/plain"])], kinds[1]
-    assert nb.cells[3].outputs[0]["data"]["text/plain"] == "3"
-    assert "image/png" in nb.cells[4].outputs[0]["data"], "a Figure as the last expression must still display"
-    assert plotting.quiet_artist_reprs() is False  # outside IPython: nothing to install

@@ -1,3 +1,7 @@
+"""companion.failures (paper B, Section 4; ch-failures): the one failure definition (nan counts as a failure),
+the stop rule that takes decided members out of gd.run's batch, the growth signs that predict a run's outcome
+(against relunet and population runs, outside near-ties), and their input checks."""
+
 import numpy as np
 import pytest
 import torch

@@ -16,8 +16,6 @@
   state carried as columns), a real ``torch.compile`` on the CPU (float64-rounding agreement on paper A's network
   with the Tracker), the fallback to the eager loop with a warning when compiling fails, and rules that cannot be
   compiled.
-* **Fused formulation** — :mod:`companion.fused`'s out-of-place paper B hot path against relunet's, in the engine,
-  and compiled inside the CUDA graph (``gpu``).
 * **Hot paths** — the closures the chapters use make no host conversion per step (on CUDA each is a synchronisation).
 """
 
@@ -31,7 +29,7 @@ import torch
 from comparisons import close, cpu_gen  # noqa: E402
 from host_conversions import HostConversions  # noqa: E402
 
-from companion import deepnet, descent, device, fused, gd, population, relunet
+from companion import deepnet, descent, device, gd, population, relunet
 
 F64 = torch.float64
 CUDA = torch.device("cuda")
@@ -743,66 +741,6 @@ def test_compile_from_the_environment(monkeypatch):
     assert not gd.run(lg, params, 9, 0.05, progress=False).meta["compiled"]  # too short to pay
     assert not gd.run(lg, params, 12, 0.05, progress=False, compile=False).meta["compiled"]
     assert not gd.run(lg, params, 12, lambda p, loss, g, t: torch.full_like(loss, 0.05), progress=False).meta["compiled"]
-
-
-# ---------------------------------------------------------------------------------------- fused formulation
-def _fused_problem(E=24, k=3, d=12, n=200, sigma=1.0, dev="cpu"):
-    g = torch.Generator().manual_seed(11)
-    a = relunet.unit_target(d, device=dev, dtype=F64)
-    X, y = relunet.gaussian_data(n, d, a, generator=g, device=dev, dtype=F64)
-    W, v = relunet.xavier_init(k, d, E, sigma, generator=g, device=dev, dtype=F64)
-    return X, y, W, v
-
-
-def test_fused_formulation_matches_relunet():
-    X, y, W, v = _fused_problem()
-    ref = relunet.loss_and_gradient_wv(W, v, X, y)
-    got = fused.paper_b_loss_and_grad(W, v, X, y)
-    for a, b in zip(got, ref):
-        assert a.shape == b.shape and rel(a, b) < 1e-13
-
-
-def test_fused_closure_in_the_engine_matches_relunet():
-    X, y, W, v = _fused_problem()
-    eta = torch.full((24,), 0.1, dtype=F64)
-    eta[4] = 1e8  # one member diverges
-    record = gd.log_spaced(150, 12)
-    a = gd.run(relunet.make_loss_and_grad(X, y), [W, v], 150, eta, record_at=record, progress=False)
-    b = gd.run(fused.make_loss_and_grad(X, y, mode=None), [W, v], 150, eta, record_at=record, progress=False)
-    assert torch.equal(a.diverged_at, b.diverged_at) and int(a.diverged.sum()) >= 1
-    for p, q in zip(b.params, a.params):
-        assert rel(p, q) < 1e-10
-    ok = ~torch.isnan(a.history["loss"])
-    assert torch.equal(ok, ~torch.isnan(b.history["loss"]))
-    assert rel(b.history["loss"][ok], a.history["loss"][ok]) < 1e-10
-
-
-def test_fused_closure_rejects_bad_inputs():
-    X, y, W, v = _fused_problem()
-    with pytest.raises(ValueError, match="y has"):
-        fused.make_loss_and_grad(X, y[:-1], mode=None)
-    f = fused.make_loss_and_grad(X, y, mode=None)
-    with pytest.raises(ValueError, match="one output"):
-        f([W, v.unsqueeze(-1)])
-    with pytest.raises(ValueError, match="features"):
-        f([W[..., :-1], v])
-    with pytest.raises(ValueError, match="on meta"):
-        f([W, v.to("meta")])
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("mode", ["default", "max-autotune-no-cudagraphs"])
-def test_compiled_closure_captured_on_cuda(mode):
-    """inductor's kernels inside gd.run's CUDA graph: the same trajectory as the eager relunet loop."""
-    X, y, W, v = _fused_problem(E=256, k=2, d=50, n=500, dev="cuda")
-    record = gd.log_spaced(200, 10)
-    ref = gd.run(relunet.make_loss_and_grad(X, y), [W, v], 200, 0.1, record_at=record, progress=False, capture=False)
-    got = gd.run(fused.make_loss_and_grad(X, y, mode=mode), [W, v], 200, 0.1, record_at=record, progress=False, capture=True)
-    assert got.meta["captured"]
-    assert torch.equal(got.diverged_at, ref.diverged_at)
-    for p, q in zip(got.params, ref.params):
-        assert rel(p, q) < 1e-9
-    assert rel(got.history["loss"], ref.history["loss"]) < 1e-9
 
 
 # ---------------------------------------------------------------------------------------- CUDA

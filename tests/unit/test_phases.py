@@ -1,3 +1,8 @@
+"""companion.phases (paper B, Theorem 2 and Lemmas 4-7; ch-three-phases): phase boundaries and invariance, the
+imbalance drift, the chi-square flip probability, the growth rate, the Gauss-Newton spectrum, the initial event,
+the burn-in and refinement rates, the failure table with McNemar's test, the linearised rate from the engine's
+snapshots, paired slopes and planted modes, each against a hand computation, Monte Carlo or gd.run."""
+
 import numpy as np
 import pytest
 import torch

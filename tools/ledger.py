@@ -50,6 +50,9 @@ def record(source: Path, name: str) -> Path:
     records = compact(read_records(source))
     if not records:
         raise SystemExit(f"no claim records in {source}")
+    dirty = sorted({r["chapter"] for r in records if str(r.get("commit", "")).endswith("+dirty")})
+    if dirty:  # the ledger says which commit each chapter ran at: a run of uncommitted code has none
+        raise SystemExit(f"records of uncommitted code (commit ...+dirty) for {', '.join(dirty)}: commit, then run again")
     RUNS.mkdir(parents=True, exist_ok=True)
     out = RUNS / f"{name}.json"
     out.write_text(json.dumps({"records": records}, indent=0, ensure_ascii=False) + "\n")

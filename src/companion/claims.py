@@ -89,17 +89,19 @@ def falsify() -> bool:
 
 
 def _commit() -> str:
+    """The commit the records come from: ``COMPANION_COMMIT``, else ``HEAD``'s short hash with ``+dirty`` appended
+    when the package, the chapters or the registry differ from ``HEAD`` (then the code that ran is no commit)."""
     if not _COMMIT:
         value = os.environ.get("COMPANION_COMMIT", "")
         if not value:
+            here = Path(__file__).resolve().parent
             try:
-                value = subprocess.run(
-                    ["git", "rev-parse", "--short=12", "HEAD"],
-                    capture_output=True,
-                    text=True,
-                    timeout=10,
-                    cwd=Path(__file__).resolve().parent,
-                ).stdout.strip()
+                run = dict(capture_output=True, text=True, timeout=10, cwd=here)
+                value = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], **run).stdout.strip()
+                if value:
+                    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], **run).stdout.strip()
+                    changed = subprocess.run(["git", "status", "--porcelain", "-uno", "--", "src", "book"], **{**run, "cwd": top})
+                    value += "+dirty" if changed.stdout.strip() else ""
             except (OSError, subprocess.SubprocessError):
                 value = ""
         _COMMIT.append(value or "unknown")

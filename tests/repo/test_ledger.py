@@ -28,6 +28,9 @@ def test_record_keeps_the_ledger_fields_and_drops_falsified_runs(tmp_path, monke
     out = ledger.record(src, "cpu-quick")
     recs = json.loads(out.read_text())["records"]
     assert len(recs) == 1 and "claim" not in recs[0] and recs[0]["wall_s"] == 12.0
+    (src / "ch-setup.seed0.json").write_text(json.dumps([{**_record("ch-setup"), "commit": "abcdef123456+dirty"}]))
+    with pytest.raises(SystemExit, match="uncommitted code"):
+        ledger.record(src, "cpu-quick")
     (tmp_path / "empty.json").write_text("[]")
     with pytest.raises(SystemExit, match="no claim records"):
         ledger.record(tmp_path / "empty.json", "x")

@@ -1,7 +1,8 @@
 """The search for stationary points of paper B's Theorem 1, continued until each run is decided.
 
-A zero-finder (:func:`companion.population.find_stationary`, then :func:`companion.population.polish_stationary`)
-started from random points ends either at a stationary point or somewhere it has not converged. Instead of
+A zero-finder (:func:`find_stationary`, then :func:`polish_stationary`, on the closed forms of
+:mod:`companion.population`) started from random points ends either at a stationary point or somewhere it has not
+converged. Instead of
 setting the second kind aside by a rule about where they ended, :func:`continue_search` runs them on, in rounds of
 the same search, and records after every round the parameter norm ``‖θ‖`` and the gradient norm ``‖∇L‖``.
 :func:`escaping` then decides each run by what it *does*: it reached a stationary point (``‖∇L‖ ≤ c ε S``,
@@ -28,7 +29,176 @@ from torch import Tensor
 
 from . import population, validation
 
-__all__ = ["Continuation", "ValleyTolerance", "continue_search", "escaping", "neuron_tilt", "valley_tolerance"]
+__all__ = [
+    "find_stationary",
+    "polish_stationary",
+    "Continuation",
+    "ValleyTolerance",
+    "continue_search",
+    "escaping",
+    "neuron_tilt",
+    "valley_tolerance",
+]
+
+
+def find_stationary(W: Tensor, v: Tensor, a: Tensor, iters: int = 100, damping: float = 1e-3) -> tuple[Tensor, Tensor, Tensor]:
+    """Search for stationary points with nonzero neurons by batched Levenberg–Marquardt (Theorem 1, :ref:`ch-landscape`).
+
+    Minimises ``‖ρ(θ)‖²`` for the scaled gradient ``ρ = (∇_{v_l}L/‖w_l‖, ∇_{w_l}L/v_l)_l`` (proof D.1's
+    ``[1/v1, 1/v2] ∇_W L``): its zeros with ``v_l, w_l ≠ 0`` are exactly the stationary points, but unlike
+    ``‖∇L‖²`` it does not vanish on the degenerate set ``v_l = 0``. Its Jacobian comes from the closed-form
+    Hessian by the product rule. A step solves ``(JᵀJ + λI) δ = −Jᵀρ`` and is kept only if ``‖ρ‖`` decreases
+    (then λ ÷ 3, else λ × 4). ``W (E, k, d)``, ``v (E, k)``, ``a (d,)``.
+    Returns ``(W, v, ‖∇L‖ (E,))`` at the end (the unscaled gradient norm, for classification).
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The starting first-layer weights.
+    v : Tensor, (E, k)
+        The starting signed output weights.
+    a : Tensor, (d,)
+        The target.
+    iters : int
+        The Levenberg–Marquardt steps.
+    damping : float
+        The initial damping ``λ``.
+
+    Returns
+    -------
+    W : Tensor, (E, k, d)
+        The first-layer weights found.
+    v : Tensor, (E, k)
+        The output weights found.
+    grad_norm : Tensor, (E,)
+        ``‖∇L‖`` there.
+
+    Raises
+    ------
+    ValueError
+        As :func:`companion.population.loss`, or when ``iters`` is not a positive int.
+    """
+    population._check_net(W, v, a)
+    validation.positive_int("iters", iters)
+    k, d = W.shape[-2], W.shape[-1]
+    p = k + k * d
+    theta = population.flatten_params(W, v).clone()
+    lam = torch.full(theta.shape[:-1], float(damping), dtype=theta.dtype, device=theta.device)
+    eye = torch.eye(p, dtype=theta.dtype, device=theta.device)
+
+    def rho_and_jac(th, with_jac=True):
+        WW, vv = population.unflatten_params(th, k, d)
+        gW, gv = population._loss_gradient(WW, vv, a)[1:]
+        n = WW.norm(dim=-1)  # (E, k)
+        rho = torch.cat([(gW / vv[..., None]).flatten(-2), gv / n], -1)
+        if not with_jac:
+            return rho, None, gW, gv
+        H = population.hessian(WW, vv, a)
+        Jm = H * torch.cat([(1 / vv)[..., None].expand(*vv.shape, d).flatten(-2), 1 / n], -1)[..., :, None]
+        wb = WW / n[..., None]
+        kd = k * d
+        for l in range(k):  # d/dw_l of 1/‖w_l‖ and d/dv_l of 1/v_l
+            Jm[..., kd + l, l * d : (l + 1) * d] -= (gv[..., l] / n[..., l] ** 2)[..., None] * wb[..., l, :]
+            Jm[..., l * d : (l + 1) * d, kd + l] -= gW[..., l, :] / vv[..., l : l + 1] ** 2
+        return rho, Jm, gW, gv
+
+    rho, Jm, _, _ = rho_and_jac(theta)
+    rn = rho.norm(dim=-1)
+    for _ in range(iters):
+        JT = Jm.transpose(-1, -2)
+        step = -torch.linalg.solve(JT @ Jm + lam[..., None, None] * eye, (JT @ rho[..., None]))[..., 0]
+        new = theta + step
+        rho_new, J_new, _, _ = rho_and_jac(new)
+        rn_new = rho_new.norm(dim=-1)
+        ok = torch.isfinite(rn_new) & (rn_new < rn) & torch.isfinite(J_new).flatten(-2).all(-1)
+        theta = torch.where(ok[..., None], new, theta)
+        rho = torch.where(ok[..., None], rho_new, rho)
+        Jm = torch.where(ok[..., None, None], J_new, Jm)
+        rn = torch.where(ok, rn_new, rn)
+        lam = torch.where(ok, lam / 3, lam * 4).clamp(1e-15, 1e12)
+    W_out, v_out = population.unflatten_params(theta, k, d)
+    gW, gv = population._loss_gradient(W_out, v_out, a)[1:]
+    return W_out, v_out, population.flatten_params(gW, gv).norm(dim=-1)
+
+
+def polish_stationary(
+    W: Tensor, v: Tensor, a: Tensor, *, iters: int = 60, rcond: float = 1e-12
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Newton polish of approximate stationary points to the dtype's resolution (Theorem 1, :ref:`ch-landscape`).
+
+    Each step is the minimum-norm least-squares solution of ``H δ = −∇L`` (closed-form Hessian, pseudo-inverse by
+    its eigendecomposition, eigenvalues below ``rcond`` times the largest in modulus dropped: the stationary sets
+    are manifolds, so ``H`` is singular on them), with backtracking (``δ, δ/4, δ/16, …``) that keeps a step only
+    if ``‖∇L‖`` decreases. Newton's step converges
+    quadratically onto a manifold of zeros with a constant-rank Hessian and linearly along directions where the
+    gradient is quadratic (Theorem 1's flat valleys). Stops when no member improves for three iterations.
+    ``W (E, k, d)``, ``v (E, k)``, ``a (d,)``. Returns ``(W, v, ratio (E,), steps_taken (E,))`` with ``ratio`` from
+    :func:`companion.population.stationarity_ratio`.
+
+    Parameters
+    ----------
+    W : Tensor, (E, k, d)
+        The approximate stationary first-layer weights.
+    v : Tensor, (E, k)
+        The signed output weights.
+    a : Tensor, (d,)
+        The target.
+    iters : int
+        The most Newton steps.
+    rcond : float
+        The relative cut-off of the pseudo-inverse.
+
+    Returns
+    -------
+    W : Tensor, (E, k, d)
+        The polished first-layer weights.
+    v : Tensor, (E, k)
+        The polished output weights.
+    ratio : Tensor, (E,)
+        :func:`companion.population.stationarity_ratio` there.
+    steps_taken : Tensor, (E,), int64
+        The steps each member kept.
+
+    Raises
+    ------
+    ValueError
+        As :func:`companion.population.loss`, or when ``iters`` is not a positive int.
+    """
+    population._check_net(W, v, a)
+    validation.positive_int("iters", iters)
+    k, d = W.shape[-2], W.shape[-1]
+    theta = population.flatten_params(W, v).clone()
+
+    def gnorm(th):
+        WW, vv = population.unflatten_params(th, k, d)
+        g = population.flatten_params(*population._loss_gradient(WW, vv, a)[1:])
+        return g, g.norm(dim=-1)
+
+    grad, gn = gnorm(theta)
+    taken = torch.zeros(theta.shape[:-1], dtype=torch.long, device=theta.device)
+    idle = 0
+    for _ in range(iters):
+        H = population.hessian(*population.unflatten_params(theta, k, d), a)
+        step = -(torch.linalg.pinv(H, rtol=rcond, hermitian=True) @ grad[..., None])[..., 0]
+        improved = torch.zeros_like(gn, dtype=torch.bool)
+        t = 1.0
+        for _ in range(6):
+            new = theta + t * torch.where(improved[..., None], torch.zeros_like(step), step)
+            g_new, gn_new = gnorm(new)
+            ok = ~improved & torch.isfinite(gn_new) & (gn_new < gn)
+            theta = torch.where(ok[..., None], new, theta)
+            grad = torch.where(ok[..., None], g_new, grad)
+            gn = torch.where(ok, gn_new, gn)
+            improved |= ok
+            if bool(improved.all()):
+                break
+            t /= 4
+        taken += improved.long()
+        idle = 0 if bool(improved.any()) else idle + 1
+        if idle >= 3:
+            break
+    W_out, v_out = population.unflatten_params(theta, k, d)
+    return W_out, v_out, population.stationarity_ratio(W_out, v_out, a), taken
 
 
 @dataclass(frozen=True)
@@ -199,11 +369,11 @@ def continue_search(
         The target ``(d,)``.
     rounds
         Rounds of the search; each is ``iters`` Levenberg–Marquardt iterations with a fresh damping
-        (:func:`companion.population.find_stationary`) and a Newton polish of at most ``polish_iters`` steps.
+        (:func:`find_stationary`) and a Newton polish of at most ``polish_iters`` steps.
     iters
         Levenberg–Marquardt iterations per round.
     polish_iters
-        The most Newton steps of each round's polish (:func:`companion.population.polish_stationary`).
+        The most Newton steps of each round's polish (:func:`polish_stationary`).
     c_stat
         Rule 1: a run is stationary when ``‖∇L‖ ≤ c_stat · ε S``; it is then taken out of the batch.
 
@@ -227,8 +397,8 @@ def continue_search(
         live = (stationary_at < 0).nonzero()[:, 0]
         theta_k, grad_k = theta_hist[-1].clone(), grad_hist[-1].clone()
         if len(live):
-            W_live, v_live, _ = population.find_stationary(W[live], v[live], a, iters=iters)
-            W_live, v_live, _, _ = population.polish_stationary(W_live, v_live, a, iters=polish_iters)
+            W_live, v_live, _ = find_stationary(W[live], v[live], a, iters=iters)
+            W_live, v_live, _, _ = polish_stationary(W_live, v_live, a, iters=polish_iters)
             W[live], v[live] = W_live, v_live
             theta_live, grad_live, ratio_live = _norms(W_live, v_live, a)
             theta_k[live], grad_k[live], ratio[live] = theta_live, grad_live, ratio_live

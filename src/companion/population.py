@@ -68,10 +68,8 @@ __all__ = [
     "network_mc",
     "mc_mean",
     "J",
-    "find_stationary",
     "stationarity_scale",
     "stationarity_ratio",
-    "polish_stationary",
     "escaping_pair",
     "classify_stationary",
     "CLASSES",
@@ -1011,86 +1009,6 @@ def network_mc(W: Tensor, v: Tensor, a: Tensor, x: Tensor) -> tuple[Tensor, Tens
 
 
 # --------------------------------------------------------------------------------------------- Theorem 1
-def find_stationary(W: Tensor, v: Tensor, a: Tensor, iters: int = 100, damping: float = 1e-3) -> tuple[Tensor, Tensor, Tensor]:
-    """Search for stationary points with nonzero neurons by batched Levenberg–Marquardt (Theorem 1, :ref:`ch-landscape`).
-
-    Minimises ``‖ρ(θ)‖²`` for the scaled gradient ``ρ = (∇_{v_l}L/‖w_l‖, ∇_{w_l}L/v_l)_l`` (proof D.1's
-    ``[1/v1, 1/v2] ∇_W L``): its zeros with ``v_l, w_l ≠ 0`` are exactly the stationary points, but unlike
-    ``‖∇L‖²`` it does not vanish on the degenerate set ``v_l = 0``. Its Jacobian comes from the closed-form
-    Hessian by the product rule. A step solves ``(JᵀJ + λI) δ = −Jᵀρ`` and is kept only if ``‖ρ‖`` decreases
-    (then λ ÷ 3, else λ × 4). ``W (E, k, d)``, ``v (E, k)``, ``a (d,)``.
-    Returns ``(W, v, ‖∇L‖ (E,))`` at the end (the unscaled gradient norm, for classification).
-
-    Parameters
-    ----------
-    W : Tensor, (E, k, d)
-        The starting first-layer weights.
-    v : Tensor, (E, k)
-        The starting signed output weights.
-    a : Tensor, (d,)
-        The target.
-    iters : int
-        The Levenberg–Marquardt steps.
-    damping : float
-        The initial damping ``λ``.
-
-    Returns
-    -------
-    W : Tensor, (E, k, d)
-        The first-layer weights found.
-    v : Tensor, (E, k)
-        The output weights found.
-    grad_norm : Tensor, (E,)
-        ``‖∇L‖`` there.
-
-    Raises
-    ------
-    ValueError
-        As :func:`loss`, or when ``iters`` is not a positive int.
-    """
-    _check_net(W, v, a)
-    validation.positive_int("iters", iters)
-    k, d = W.shape[-2], W.shape[-1]
-    p = k + k * d
-    theta = flatten_params(W, v).clone()
-    lam = torch.full(theta.shape[:-1], float(damping), dtype=theta.dtype, device=theta.device)
-    eye = torch.eye(p, dtype=theta.dtype, device=theta.device)
-
-    def rho_and_jac(th, with_jac=True):
-        WW, vv = unflatten_params(th, k, d)
-        gW, gv = _loss_gradient(WW, vv, a)[1:]
-        n = WW.norm(dim=-1)  # (E, k)
-        rho = torch.cat([(gW / vv[..., None]).flatten(-2), gv / n], -1)
-        if not with_jac:
-            return rho, None, gW, gv
-        H = hessian(WW, vv, a)
-        Jm = H * torch.cat([(1 / vv)[..., None].expand(*vv.shape, d).flatten(-2), 1 / n], -1)[..., :, None]
-        wb = WW / n[..., None]
-        kd = k * d
-        for l in range(k):  # d/dw_l of 1/‖w_l‖ and d/dv_l of 1/v_l
-            Jm[..., kd + l, l * d : (l + 1) * d] -= (gv[..., l] / n[..., l] ** 2)[..., None] * wb[..., l, :]
-            Jm[..., l * d : (l + 1) * d, kd + l] -= gW[..., l, :] / vv[..., l : l + 1] ** 2
-        return rho, Jm, gW, gv
-
-    rho, Jm, _, _ = rho_and_jac(theta)
-    rn = rho.norm(dim=-1)
-    for _ in range(iters):
-        JT = Jm.transpose(-1, -2)
-        step = -torch.linalg.solve(JT @ Jm + lam[..., None, None] * eye, (JT @ rho[..., None]))[..., 0]
-        new = theta + step
-        rho_new, J_new, _, _ = rho_and_jac(new)
-        rn_new = rho_new.norm(dim=-1)
-        ok = torch.isfinite(rn_new) & (rn_new < rn) & torch.isfinite(J_new).flatten(-2).all(-1)
-        theta = torch.where(ok[..., None], new, theta)
-        rho = torch.where(ok[..., None], rho_new, rho)
-        Jm = torch.where(ok[..., None, None], J_new, Jm)
-        rn = torch.where(ok, rn_new, rn)
-        lam = torch.where(ok, lam / 3, lam * 4).clamp(1e-15, 1e12)
-    W_out, v_out = unflatten_params(theta, k, d)
-    gW, gv = _loss_gradient(W_out, v_out, a)[1:]
-    return W_out, v_out, flatten_params(gW, gv).norm(dim=-1)
-
-
 def stationarity_scale(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
     """The size of the terms that cancel in the population gradient, ``S = ‖θ‖ (Σ_j |v_j| ‖w_j‖ + ‖a‖)`` (:ref:`ch-landscape`).
 
@@ -1150,86 +1068,6 @@ def stationarity_ratio(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
     _check_net(W, v, a)
     g = flatten_params(*_loss_gradient(W, v, a)[1:]).norm(dim=-1)
     return g / (torch.finfo(W.dtype).eps * stationarity_scale(W, v, a))
-
-
-def polish_stationary(
-    W: Tensor, v: Tensor, a: Tensor, *, iters: int = 60, rcond: float = 1e-12
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Newton polish of approximate stationary points to the dtype's resolution (Theorem 1, :ref:`ch-landscape`).
-
-    Each step is the minimum-norm least-squares solution of ``H δ = −∇L`` (closed-form Hessian, pseudo-inverse by
-    its eigendecomposition, eigenvalues below ``rcond`` times the largest in modulus dropped: the stationary sets
-    are manifolds, so ``H`` is singular on them), with backtracking (``δ, δ/4, δ/16, …``) that keeps a step only
-    if ``‖∇L‖`` decreases. Newton's step converges
-    quadratically onto a manifold of zeros with a constant-rank Hessian and linearly along directions where the
-    gradient is quadratic (Theorem 1's flat valleys). Stops when no member improves for three iterations.
-    ``W (E, k, d)``, ``v (E, k)``, ``a (d,)``. Returns ``(W, v, ratio (E,), steps_taken (E,))`` with ``ratio`` from
-    :func:`stationarity_ratio`.
-
-    Parameters
-    ----------
-    W : Tensor, (E, k, d)
-        The approximate stationary first-layer weights.
-    v : Tensor, (E, k)
-        The signed output weights.
-    a : Tensor, (d,)
-        The target.
-    iters : int
-        The most Newton steps.
-    rcond : float
-        The relative cut-off of the pseudo-inverse.
-
-    Returns
-    -------
-    W : Tensor, (E, k, d)
-        The polished first-layer weights.
-    v : Tensor, (E, k)
-        The polished output weights.
-    ratio : Tensor, (E,)
-        :func:`stationarity_ratio` there.
-    steps_taken : Tensor, (E,), int64
-        The steps each member kept.
-
-    Raises
-    ------
-    ValueError
-        As :func:`loss`, or when ``iters`` is not a positive int.
-    """
-    _check_net(W, v, a)
-    validation.positive_int("iters", iters)
-    k, d = W.shape[-2], W.shape[-1]
-    theta = flatten_params(W, v).clone()
-
-    def gnorm(th):
-        WW, vv = unflatten_params(th, k, d)
-        g = flatten_params(*_loss_gradient(WW, vv, a)[1:])
-        return g, g.norm(dim=-1)
-
-    grad, gn = gnorm(theta)
-    taken = torch.zeros(theta.shape[:-1], dtype=torch.long, device=theta.device)
-    idle = 0
-    for _ in range(iters):
-        H = hessian(*unflatten_params(theta, k, d), a)
-        step = -(torch.linalg.pinv(H, rtol=rcond, hermitian=True) @ grad[..., None])[..., 0]
-        improved = torch.zeros_like(gn, dtype=torch.bool)
-        t = 1.0
-        for _ in range(6):
-            new = theta + t * torch.where(improved[..., None], torch.zeros_like(step), step)
-            g_new, gn_new = gnorm(new)
-            ok = ~improved & torch.isfinite(gn_new) & (gn_new < gn)
-            theta = torch.where(ok[..., None], new, theta)
-            grad = torch.where(ok[..., None], g_new, grad)
-            gn = torch.where(ok, gn_new, gn)
-            improved |= ok
-            if bool(improved.all()):
-                break
-            t /= 4
-        taken += improved.long()
-        idle = 0 if bool(improved.any()) else idle + 1
-        if idle >= 3:
-            break
-    W_out, v_out = unflatten_params(theta, k, d)
-    return W_out, v_out, stationarity_ratio(W_out, v_out, a), taken
 
 
 def escaping_pair(
@@ -1307,9 +1145,10 @@ def classify_stationary(
 ) -> tuple[list[str], Tensor]:
     """Classify k = 2 points by Theorem 1 (:ref:`ch-landscape`); returns ``(labels (E,), c (E,))`` (c NaN where undefined).
 
-    ``W (E, 2, d)``, ``v (E, 2)``, ``a (d,)``, ``grad_norm (E,)`` (from :func:`find_stationary`). A point counts as
-    stationary when ``grad_norm ≤ grad_tol ‖a‖ max(1, ‖θ‖)``, or, when the bool mask ``converged (E,)`` is given
-    (e.g. ``stationarity_ratio(...) ≤ c`` after :func:`polish_stationary`), where it is true.
+    ``W (E, 2, d)``, ``v (E, 2)``, ``a (d,)``, ``grad_norm (E,)`` (from :func:`companion.landscape.find_stationary`).
+    A point counts as stationary when ``grad_norm ≤ grad_tol ‖a‖ max(1, ‖θ‖)``, or, when the bool mask
+    ``converged (E,)`` is given (e.g. ``stationarity_ratio(...) ≤ c`` after
+    :func:`companion.landscape.polish_stationary`), where it is true.
 
     In the signed convention the optimum has effective weights ``v_i w_i = a`` for both neurons, one with
     ``w ∥ a``, one with ``w ∥ −a``; the saddle family has both neurons parallel to the same ``s·a`` and

@@ -1,10 +1,13 @@
-"""companion.landscape: the continued stationary-point search decides every run (stationary, escaping, stalled)."""
+"""companion.landscape: the zero-finder and its Newton polish reach stationary points near the manifolds, and the
+continued stationary-point search decides every run (stationary, escaping, stalled)."""
 
 import pytest
 import torch
 
 from companion import landscape
 from companion import population as P
+
+DT = torch.float64
 
 
 def test_escaping_needs_growth_and_fall_at_every_round():
@@ -81,3 +84,39 @@ def test_neuron_tilt_rejects_bad_input():
     ):
         with pytest.raises(ValueError):
             bad()
+
+
+def test_find_stationary_converges_from_near_a_saddle():
+    a = torch.zeros(3, dtype=DT)
+    a[0] = 1.0
+    W, v = P.paper_point(1.0, 1.0, 1.0, a)
+    g = torch.Generator().manual_seed(5)
+    v0 = v[None] + 1e-2 * torch.randn(1, 2, generator=g, dtype=DT)
+    W0 = W[None] + 1e-2 * torch.randn(1, 2, 3, generator=g, dtype=DT)
+    Ws, vs, gn = landscape.find_stationary(W0, v0, a, iters=200)
+    assert gn[0] < 1e-9 * max(1.0, P.flatten_params(Ws[0], vs[0]).norm().item())
+
+
+def test_polish_reaches_the_rounding_floor_near_the_manifolds(gen):
+    a = torch.zeros(4, dtype=DT)
+    a[0] = 1.0
+    W, v = P.paper_point(torch.tensor([1.0, -3.0]), 1.0, 1.5, a)
+    W0, v0 = W + 1e-3 * torch.randn(W.shape, generator=gen, dtype=DT), v + 1e-3 * torch.randn(v.shape, generator=gen, dtype=DT)
+    Ws, vs, _ = landscape.find_stationary(W0, v0, a, iters=100)  # LM first, as in ch-landscape
+    Ws, vs, ratio, steps = landscape.polish_stationary(Ws, vs, a, iters=60)
+    assert (ratio <= 64).all(), ratio
+    labels, _ = P.classify_stationary(Ws, vs, a, ratio, tol=1e-4, converged=ratio <= 64)
+    assert all("saddle" in lbl or lbl == P.CLASSES[0] for lbl in labels), labels
+
+
+def test_the_search_refuses_bad_input():
+    a = torch.zeros(4, dtype=DT)
+    a[0] = 1.0
+    W, v = P.paper_point(torch.tensor([1.0, -3.0]), 1.0, 1.5, a)
+    for fn in (landscape.find_stationary, landscape.polish_stationary):
+        with pytest.raises(ValueError, match="meta"):
+            fn(W, v, torch.empty(4, dtype=DT, device="meta"))
+        with pytest.raises(ValueError):
+            fn(W, v.float(), a)
+        with pytest.raises(ValueError, match="iters"):
+            fn(W, v, a, iters=0)

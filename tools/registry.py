@@ -133,13 +133,10 @@ CLAIM_CALLS = ("check.rule(", "check.add(", "check.compare(")
 
 
 def chapter_sources() -> dict[str, Path]:
-    """``{label: chapter source}`` for every chapter (the ``(ch-…)=`` label above its title)."""
-    out = {}
-    for path in sorted((ROOT / "book").glob("*/[0-9][0-9]_*.md")):
-        m = re.search(r"^\((ch-[a-z0-9-]+)\)=\s*$", path.read_text(), re.M)
-        if m:
-            out[m.group(1)] = path
-    return out
+    """``{label: chapter source}`` for every chapter of ``_toc.yml`` (the ``(ch-…)=`` label above its title)."""
+    from companion import _book
+
+    return {_book.chapter_label(ROOT, doc): ROOT / f"{doc}.md" for doc in _book.toc_chapters(ROOT)}
 
 
 def claim_cells(source: Path) -> list[str]:

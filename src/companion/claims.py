@@ -98,9 +98,8 @@ def _commit() -> str:
             try:
                 run = dict(capture_output=True, text=True, timeout=10, cwd=here)
                 value = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], **run).stdout.strip()
-                if value:
-                    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], **run).stdout.strip()
-                    changed = subprocess.run(["git", "status", "--porcelain", "-uno", "--", "src", "book"], **{**run, "cwd": top})
+                if value:  # ":/" paths are relative to the repository's top
+                    changed = subprocess.run(["git", "status", "--porcelain", "-uno", "--", ":/src", ":/book"], **run)
                     value += "+dirty" if changed.stdout.strip() else ""
             except (OSError, subprocess.SubprocessError):
                 value = ""

@@ -150,9 +150,8 @@ class Estimate:
         v, lo, hi = (np.asarray(a, dtype=float) for a in (self.value, self.low, self.high))
         if np.any((lo <= 0) & (hi >= 0)):
             raise ValueError(f"the interval [{self.low}, {self.high}] contains 0: its reciprocal is not an interval")
-        v, lo, hi = ((1.0 / a).item() if a.ndim == 0 else 1.0 / a for a in (v, lo, hi))
         default = f"reciprocal of {self.method}" if self.method else "reciprocal"
-        return Estimate(v, hi, lo, self.confidence, default if method is None else method)
+        return Estimate(_field(1 / v), _field(1 / hi), _field(1 / lo), self.confidence, default if method is None else method)
 
     def contains(self, x):
         """Whether ``low ≤ x ≤ high``: a bool for one estimate, a bool array (broadcast against ``x``) for a

@@ -2,6 +2,7 @@
 
     python tools/ledger.py record _build/claims --name cpu-paper      # after `make book`
     python tools/ledger.py record gpu/claims.json --name cuda-paper   # after benchmarks/gpu_check.sh
+    python tools/ledger.py record DIR --name cpu-paper --merge       # re-ran some chapters: replace only those
     python tools/ledger.py show
     python tools/ledger.py tables                                    # README's timing and precision tables
 
@@ -46,13 +47,21 @@ def compact(records: list[dict]) -> list[dict]:
     return [{k: r[k] for k in KEEP if k in r} for r in records if not r.get("falsify")]
 
 
-def record(source: Path, name: str) -> Path:
+def record(source: Path, name: str, merge: bool = False) -> Path:
+    """Write ``book/_generated/runs/<name>.json`` from the records in ``source``. With ``merge``, only the chapters
+    in ``source`` are replaced; the recorded runs of the other chapters are kept as they are (each keeps its own
+    commit and date, which the README's tables and the status page show)."""
     records = compact(read_records(source))
     if not records:
         raise SystemExit(f"no claim records in {source}")
     dirty = sorted({r["chapter"] for r in records if str(r.get("commit", "")).endswith("+dirty")})
     if dirty:  # the ledger says which commit each chapter ran at: a run of uncommitted code has none
         raise SystemExit(f"records of uncommitted code (commit ...+dirty) for {', '.join(dirty)}: commit, then run again")
+    if merge:
+        new = {r["chapter"] for r in records}
+        order = {label: i for i, (label, _) in enumerate(chapters())}
+        kept = [r for r in load_run(name) if r["chapter"] not in new]
+        records = sorted(kept + records, key=lambda r: order.get(r["chapter"], len(order)))  # stable within a chapter
     RUNS.mkdir(parents=True, exist_ok=True)
     out = RUNS / f"{name}.json"
     out.write_text(json.dumps({"records": records}, indent=0, ensure_ascii=False) + "\n")
@@ -160,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     rec = sub.add_parser("record", help="commit one run's records to book/_generated/runs/<name>.json")
     rec.add_argument("source", type=Path)
     rec.add_argument("--name", required=True, help="e.g. cpu-paper, cuda-paper, cuda-float32-paper")
+    rec.add_argument("--merge", action="store_true", help="replace only the chapters in source, keep the others")
     sub.add_parser("show", help="the recorded runs")
     sub.add_parser("tables", help="rewrite the README's timing and precision tables from the recorded runs")
     args = ap.parse_args(argv)
@@ -168,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         print("README.md: timing and precision tables rewritten from book/_generated/runs/")
         return 0
     if args.cmd == "record":
-        out = record(args.source, args.name)
+        out = record(args.source, args.name, merge=args.merge)
         print(f"wrote {out.relative_to(ROOT)}")
         return 0
     for path in sorted(RUNS.glob("*.json")):

@@ -390,6 +390,8 @@ def _coverage_table(app, fromdoc: str):
             f"{c['consistency']} consistency rows, {c['erratum']} errata, {c['revised']} revised after data."
         )
         sec += nodes.paragraph(text=summary if records else "Not executed in this build: " + summary)
+        if rows:
+            sec += _rows_by_chapter(app, fromdoc, rows, ids, label_doc)
         name = f"coverage-graph-{paper}.svg"
         dependency_graph(
             results, status, Path(app.outdir) / "_static" / name, f"Paper {paper}: each result above the results it uses"
@@ -431,6 +433,49 @@ def _coverage_table(app, fromdoc: str):
         sec += table
         out.append(sec)
     return out
+
+
+def chapter_tally(rows: list[dict], ids: set[str]) -> dict[str, list[str]]:
+    """Per chapter label, in the order the rows come: the rows naming a result of ``ids`` counted by kind, the
+    errata, the revisions after data, and how many of those results its evidence rows check and hold."""
+    out: dict[str, list[str]] = {}
+    for label in dict.fromkeys(r["chapter"] for r in rows):
+        mine = [r for r in rows if r["chapter"] == label]
+        c = counts(mine)
+        held = {
+            ref
+            for r in mine
+            if r.get("kind", "value") in ("bound", "value") and r["verdict"] in ("holds", "erratum")
+            for ref in r.get("refs", [])
+            if ref in ids
+        }
+        out[label] = [
+            f"{c['evidence']} ({c['bound']} bound, {c['value']} value)",
+            str(c["consistency"]),
+            str(c["erratum"]),
+            str(c["revised"]),
+            str(len(held)),
+        ]
+    return out
+
+
+def _rows_by_chapter(app, fromdoc: str, rows: list[dict], ids: set[str], label_doc: dict[str, str]):
+    env = app.env
+    columns = {
+        "Chapter": 28,
+        "Evidence rows": 22,
+        "Consistency": 12,
+        "Errata": 10,
+        "Revised after data": 14,
+        "Results checked, holding": 14,
+    }
+    table, body, row = _table("coverage-chapters", columns)
+    for label, cells in chapter_tally(rows, ids).items():
+        doc = label_doc.get(label)
+        title = nodes.paragraph()
+        title += _link(app, fromdoc, doc, _title_nodes(env, doc)) if doc else nodes.Text(label)
+        body += row([title, *cells])
+    return table
 
 
 def with_math(text: str) -> nodes.paragraph:

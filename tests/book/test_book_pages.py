@@ -73,6 +73,14 @@ def test_verdict_counts_rows_by_kind_from_the_embedded_records():
     assert _book.verdict_text([]) == "not executed in this build"
 
 
+def test_the_coverage_page_counts_each_chapters_rows_by_kind():
+    recs = _book.chapter_records(_doctree_with(_toy(("x", True), ("y", True), ("corrected", True), ("revised", False))))
+    tally = _book.chapter_tally(recs, {"B Lemma 9"})
+    # x, corrected and revised are bound rows; the failing one does not check the result, the others do
+    assert tally == {"ch-toy": ["3 (3 bound, 0 value)", "1", "1", "1", "1"]}
+    assert _book.chapter_tally(recs, {"B Lemma 10"})["ch-toy"][-1] == "0"
+
+
 def test_a_result_counts_as_checked_only_by_an_evidence_row():
     item = {"id": "B Lemma 9"}
     consistency_only = _book.chapter_records(_doctree_with(_toy(("y", True))))

@@ -36,6 +36,21 @@ def test_record_keeps_the_ledger_fields_and_drops_falsified_runs(tmp_path, monke
         ledger.record(tmp_path / "empty.json", "x")
 
 
+def test_record_with_merge_replaces_only_the_chapters_it_ran(tmp_path, monkeypatch):
+    monkeypatch.setattr(ledger, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(ledger, "chapters", lambda: [("ch-setup", "1. S"), ("ch-descent", "2. D")])
+    src = tmp_path / "claims"
+    src.mkdir()
+    (src / "all.json").write_text(json.dumps([_record("ch-descent"), _record("ch-setup")]))
+    ledger.record(src, "cpu-quick")
+    (src / "all.json").unlink()
+    (src / "ch-setup.seed0.json").write_text(json.dumps([{**_record("ch-setup"), "commit": "fedcba654321"}]))
+    recs = json.loads(ledger.record(src, "cpu-quick", merge=True).read_text())["records"]
+    assert [(r["chapter"], r["commit"]) for r in recs] == [("ch-setup", "fedcba654321"), ("ch-descent", "abcdef123456")]
+    recs = json.loads(ledger.record(src, "cpu-quick").read_text())["records"]  # without merge: the run alone
+    assert [r["chapter"] for r in recs] == ["ch-setup"]
+
+
 def test_tables_are_written_between_their_markers(tmp_path, monkeypatch):
     runs = tmp_path / "runs"
     runs.mkdir()

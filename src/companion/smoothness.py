@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from . import deepnet
+from . import deepnet, validation
 from ._paper_a import check_cJ as _check_cJ
 from ._paper_a import check_devices as _check_devices
 from ._paper_a import check_dmax as _check_dmax
@@ -62,6 +62,7 @@ __all__ = [
     "lemma_4_5_rhs",
     "log_local_smoothness_bound",
     "balanced_family",
+    "ray_degree",
     "gradient_norm_bound",
     "lemma_a1_rhs",
     "lemma_a2_rhs",
@@ -721,6 +722,48 @@ def appendix_a(params1, params2, X: Tensor, act) -> dict[str, Comparison]:
         "A.5": Comparison(both(norm, d1, d2), both(lambda n: stack([lemma_a5_rhs(n, l, L) for l in layers]), a, b)),
         "A.6": Comparison(diff(d1, d2), stack([lemma_a6_rhs(a, b, r, l, L, dm) for l in layers])),
     }
+
+
+def ray_degree(s, lam, correction: int) -> Tensor:
+    """Per-ray growth exponent of ``lam`` along ``s`` with a known correction removed: the least-squares fit of
+    ``log lam = p log s + c + γ s^{−correction}`` for every ray (column), returning the ``p``.
+
+    Paper A, Lemma 4.5's degree ``2L − 2`` along rays (:ref:`ch-smoothness`). For a linear network the Hessian along
+    ``W = sW_0`` is exactly ``s^{2L−2} A − s^{L−2} B``, so its norm is ``s^{2L−2} ‖A‖ (1 + γ s^{−L} + O(s^{−2L}))`` and
+    ``correction = L`` leaves an ``O(s^{−2L})`` error in ``p``.
+
+    Parameters
+    ----------
+    s
+        ``(R,)``, positive, ``R ≥ 4``.
+    lam
+        ``(R, E)``, positive, one ray per column.
+    correction
+        The power of the correction term, a positive integer.
+
+    Returns
+    -------
+    Tensor
+        ``(E,)``, float64 on the CPU: the exponent ``p`` of each ray.
+
+    Raises
+    ------
+    ValueError
+        When ``s`` or ``lam`` is not a finite tensor of its shape (``lam (R, E)`` with ``R = len(s) ≥ 4``), a value
+        is not positive, or ``correction`` is not a positive int.
+    """
+    s = validation.tensor("s", torch.as_tensor(s, dtype=torch.float64), ndim=1)
+    lam = validation.tensor("lam", torch.as_tensor(lam), ndim=2)
+    if lam.shape[0] != s.shape[0] or s.shape[0] < 4:
+        raise ValueError(f"lam must be (R, E) with R = len(s) >= 4, got s {tuple(s.shape)} and lam {tuple(lam.shape)}")
+    if not (bool((s > 0).all()) and bool((lam > 0).all())):
+        raise ValueError("ray_degree fits logarithms: s and lam must be positive")
+    validation.positive_int("correction", correction)
+    s = s.to(dtype=torch.float64, device="cpu")
+    design = torch.stack([torch.log(s), torch.ones_like(s), s ** (-float(correction))], 1)  # (R, 3)
+    scale = design.abs().amax(0)  # columns of comparable size for the solver
+    coef = torch.linalg.lstsq(design / scale, torch.log(lam.to(dtype=torch.float64, device="cpu"))).solution
+    return coef[0] / scale[0]
 
 
 def balanced_family(params: Sequence[Tensor], s) -> list[Tensor]:

@@ -3,8 +3,9 @@
 Every fit and interval here returns one type, :class:`Estimate`: the point value, the two-sided interval
 ``[low, high]`` at its ``confidence``, the ``method`` that made the interval, and what a method has more to report
 (a fit's ``intercept`` and ``stderr``, a rate's ``successes`` and ``trials``). Its ``contains(x)`` is the test most
-claim rows apply, and its text is what the claim table shows (:mod:`companion.claims`). Two point fits carry no
-interval: :func:`ray_degree` (a tensor of one exponent per ray) and :func:`crossing` (an array of crossing points).
+claim rows apply, and its text is what the claim table shows (:mod:`companion.claims`). One point statistic carries
+no interval: :func:`crossing` (an array of crossing points; :func:`bootstrap_crossing` gives its interval). The exact
+per-ray degree fit of Lemma 4.5 is :func:`companion.smoothness.ray_degree`.
 """
 
 from __future__ import annotations
@@ -13,11 +14,7 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
-import torch
 from scipy import stats as _st
-from torch import Tensor
-
-from . import validation
 
 __all__ = [
     "Estimate",
@@ -28,7 +25,6 @@ __all__ = [
     "loglog_slope",
     "semilog_slope",
     "member_slopes",
-    "ray_degree",
     "exp_decay_binomial",
     "crossing",
     "bootstrap_crossing",
@@ -518,48 +514,6 @@ def member_slopes(x, Y, confidence: float = 0.95, *, x_min: float | None = None)
     xc = lx - lx.mean()
     slopes = (xc @ (ly - ly.mean(axis=0))) / (xc @ xc)
     return replace(mean(slopes, confidence=confidence), method="t-interval over members")
-
-
-def ray_degree(s, lam, correction: int) -> Tensor:
-    """Per-ray growth exponent of ``lam`` along ``s`` with a known correction removed: the least-squares fit of
-    ``log lam = p log s + c + γ s^{−correction}`` for every ray (column), returning the ``p``.
-
-    Paper A, Lemma 4.5's degree ``2L − 2`` along rays (:ref:`ch-smoothness`). For a linear network the Hessian along
-    ``W = sW_0`` is exactly ``s^{2L−2} A − s^{L−2} B``, so its norm is ``s^{2L−2} ‖A‖ (1 + γ s^{−L} + O(s^{−2L}))`` and
-    ``correction = L`` leaves an ``O(s^{−2L})`` error in ``p``.
-
-    Parameters
-    ----------
-    s
-        ``(R,)``, positive, ``R ≥ 4``.
-    lam
-        ``(R, E)``, positive, one ray per column.
-    correction
-        The power of the correction term, a positive integer.
-
-    Returns
-    -------
-    Tensor
-        ``(E,)``, float64 on the CPU: the exponent ``p`` of each ray.
-
-    Raises
-    ------
-    ValueError
-        When ``s`` or ``lam`` is not a finite tensor of its shape (``lam (R, E)`` with ``R = len(s) ≥ 4``), a value
-        is not positive, or ``correction`` is not a positive int.
-    """
-    s = validation.tensor("s", torch.as_tensor(s, dtype=torch.float64), ndim=1)
-    lam = validation.tensor("lam", torch.as_tensor(lam), ndim=2)
-    if lam.shape[0] != s.shape[0] or s.shape[0] < 4:
-        raise ValueError(f"lam must be (R, E) with R = len(s) >= 4, got s {tuple(s.shape)} and lam {tuple(lam.shape)}")
-    if not (bool((s > 0).all()) and bool((lam > 0).all())):
-        raise ValueError("ray_degree fits logarithms: s and lam must be positive")
-    validation.positive_int("correction", correction)
-    s = s.to(dtype=torch.float64, device="cpu")
-    design = torch.stack([torch.log(s), torch.ones_like(s), s ** (-float(correction))], 1)  # (R, 3)
-    scale = design.abs().amax(0)  # columns of comparable size for the solver
-    coef = torch.linalg.lstsq(design / scale, torch.log(lam.to(dtype=torch.float64, device="cpu"))).solution
-    return coef[0] / scale[0]
 
 
 def exp_decay_binomial(k, failures, trials, confidence: float = 0.95) -> Estimate:

@@ -1,5 +1,5 @@
 """Tests of companion.smoothness (paper A, Lemmas 4.1, 4.3-4.5, eq. (14) and Lemmas A.1-A.6; ch-smoothness) and of
-the degree fit along rays (companion.stats.ray_degree, Lemma 4.5's degree 2L - 2).
+the degree fit along rays (companion.smoothness.ray_degree, Lemma 4.5's degree 2L - 2).
 
 The right-hand sides are compared with a second, independent implementation written here as plain-Python
 loops over the indices exactly as the paper prints them (floats, one member at a time, no torch, no logs).
@@ -11,7 +11,7 @@ import pytest
 import torch
 from paper_a_cases import CASES
 
-from companion import activations, assumptions, deepnet, search, smoothness, stats
+from companion import activations, assumptions, deepnet, search, smoothness
 
 SMOOTH = activations.SMOOTH
 
@@ -369,13 +369,13 @@ def test_ray_degree_removes_the_known_correction():
     s = torch.logspace(2, 4, 5, dtype=torch.float64)
     gamma = torch.tensor([0.7, -2.0, 5.0], dtype=torch.float64)
     lam = s.view(-1, 1) ** 6 * 3.0 * torch.exp(gamma * s.view(-1, 1) ** -4)
-    assert torch.allclose(stats.ray_degree(s, lam, 4), torch.full((3,), 6.0, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(smoothness.ray_degree(s, lam, 4), torch.full((3,), 6.0, dtype=torch.float64), atol=1e-12)
     plain = (lam[-1].log() - lam[0].log()) / (s[-1].log() - s[0].log())
     assert (plain - 6).abs().max() > 1e-9  # without the correction the slope is off
     with pytest.raises(ValueError, match="positive"):
-        stats.ray_degree(s, -lam, 4)
+        smoothness.ray_degree(s, -lam, 4)
     with pytest.raises(ValueError, match="R = len"):
-        stats.ray_degree(s[:3], lam[:3], 4)
+        smoothness.ray_degree(s[:3], lam[:3], 4)
 
 
 def test_linear_net_hessian_degree_along_rays(gen):
@@ -391,7 +391,7 @@ def test_linear_net_hessian_degree_along_rays(gen):
         P = [(s.view(1, -1, 1, 1) * w.unsqueeze(1)).reshape(-1, *w.shape[1:]) for w in W0]
         H = curvature.hessian(curvature.deepnet_loss_fn(P, X, y, "linear"), curvature.flatten(P))
         lam = torch.linalg.eigvalsh(H).abs().amax(-1).view(3, -1).T
-        assert (stats.ray_degree(s, lam, L) - (2 * L - 2)).abs().max() < 1e-10
+        assert (smoothness.ray_degree(s, lam, L) - (2 * L - 2)).abs().max() < 1e-10
 
 
 def test_balanced_family_keeps_a_linear_network_and_grows_the_norm():

@@ -923,7 +923,9 @@ def gram_entry_ascent(
     dict
         ``"entry"``: ``(E,)``, the largest drift found over all steps; ``"steps"``: ``(refine + 1, E)``, the largest
         drift found up to and including each step (non-decreasing along the rows); ``"first_order"``: ``(E,)``,
-        ``D max_ij ‖∇G_ij(θ0)‖``.
+        ``D max_ij ‖∇G_ij(θ0)‖``; ``"offdiag_mean"``: ``(E,)``, the mean over the off-diagonal entries ``i < j`` of
+        each entry's own largest drift found (NaN when ``n = 1``): a typical entry, where ``"entry"`` is the extreme
+        of ``n(n + 1)/2`` of them.
 
     Raises
     ------
@@ -941,6 +943,7 @@ def gram_entry_ascent(
     chunk = max(1, budget // (2 * E * m * H))
     best = torch.zeros(refine + 1, E, dtype=X.dtype, device=X.device)
     first = torch.zeros(E, dtype=X.dtype, device=X.device)
+    offdiag_sum = torch.zeros(E, dtype=X.dtype, device=X.device)
     params = [p.detach() for p in params]
     for start in range(0, rows.numel(), chunk):
         ri, ci = rows[start : start + chunk], cols[start : start + chunk]
@@ -949,13 +952,18 @@ def gram_entry_ascent(
         factors, ga, sq = _pair_entry_gradients(params, Xp, net)
         first = torch.maximum(first, D * sq.sqrt().max(1).values)
         dirs = [_scaled(factors, ga, sq, sign * D) for sign in (1.0, -1.0)]
+        entry_best = torch.zeros_like(g0)  # (E, K): each entry's largest drift over the signs and steps
         for step in range(refine + 1):
             vals = [(_pair_entries(params, Xp, net, u)[0].detach() - g0).abs() for u in dirs]
+            entry_best = torch.maximum(entry_best, torch.maximum(*vals))
             best[step] = torch.maximum(best[step], torch.maximum(*vals).max(1).values)
             if step < refine:
                 dirs = [_scaled(*_pair_entry_gradients(params, Xp, net, u), sign * D) for sign, u in zip((1.0, -1.0), dirs)]
+        offdiag_sum += entry_best[:, ri != ci].sum(1)
     best = torch.cummax(best, 0).values
-    return {"entry": best[-1].detach(), "steps": best.detach(), "first_order": first.detach()}
+    pairs = n * (n - 1) // 2
+    offdiag = offdiag_sum / pairs if pairs else torch.full_like(offdiag_sum, float("nan"))
+    return {"entry": best[-1].detach(), "steps": best.detach(), "first_order": first.detach(), "offdiag_mean": offdiag}
 
 
 # ------------------------------------------------------------------------- Hessian-vector products and norms
@@ -1667,8 +1675,9 @@ def ball_measurements(
     """Everything :ref:`ch-parameter-ball` measures at one width/depth/radius, per member (each value ``(E,)``):
 
     * ``gram_entry``: ``max_{i ≤ j} |ΔG_H,ij|`` with every entry ascended directly (:func:`gram_entry_ascent`,
-      ``entry_refine`` projected-gradient steps); ``gram_entry_first``: the same after the first-order step alone
-      (both only with ``entry``);
+      ``entry_refine`` projected-gradient steps); ``gram_entry_first``: the same after the first-order step alone;
+      ``gram_entry_offdiag``: the mean over ``i < j`` of each entry's own largest drift (all three only with
+      ``entry``);
     * ``gram_adv_entry``/``gram_adv_op``: ``‖G_H(θ0 + h) − G_H(θ0)‖`` (entrywise max / operator norm) along the
       steepest-ascent direction of :func:`gram_ascent_direction` with ``‖h‖ = D``; ``gram_gd_entry``/``gram_gd_op``
       along a gradient-span direction (:func:`gradient_direction`), ``gram_rand_entry``/``gram_rand_op`` along a
@@ -1751,6 +1760,7 @@ def ball_measurements(
     if entry:
         found = gram_entry_ascent(params, X, D, net, refine=entry_refine)
         out["gram_entry"], out["gram_entry_first"] = found["entry"], found["steps"][0]
+        out["gram_entry_offdiag"] = found["offdiag_mean"]
     if hessian:
         res = output_hessian_norm(
             params, X[..., 0, :], net, iters=iters, generator=generator, return_history=True, return_vector=taylor

@@ -18,6 +18,12 @@ with jumps, and gradient methods do not apply. We estimate ``δ*`` **from below*
   never decreases) and adapts its step ``s`` (×1.5 after a success, ×0.5 after a failure). Small steps move a pair
   across a few hyperplanes — to a nearby sign pattern — where the deviation can jump up; no derivative is used;
 * :func:`random_search` is the baseline with the same number of evaluations, all uniformly random.
+* :func:`line_search_sup` uses the structure instead: ``‖D‖_op = max_z |zᵀDz|``, and for fixed ``z`` and one side
+  of the pair the empirical part of ``zᵀDz`` is piecewise constant along a great circle through the other side,
+  with ``2n`` breakpoints; each move goes to the best point of a whole circle (exact for the empirical part, the
+  smooth population part in closed form), alternating the two sides, with ``z`` refreshed by a small Krylov
+  Rayleigh–Ritz step. It finds much larger deviations than :func:`search_sup` at the same wall time, most at large
+  ``d``; its values are exact deviations at explicit pairs too.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ __all__ = [
     "random_pairs",
     "random_search",
     "search_sup",
+    "line_search_sup",
     "lemma11_error",
     "gradient_gap_ratio",
     "path_deviation",
@@ -318,6 +325,217 @@ def search_sup(
     trace = torch.cummax(torch.cat(trace), 0).values
     b = int(cv.argmax())
     return {"value": float(cv[b]), "u": cu[b], "w": cw[b], "trace": trace, "evaluations": int(trace.numel())}
+
+
+# ------------------------------------------------------------------------------------------ exact line searches
+def _gate_moment_times(u: Tensor, w: Tensor, z: Tensor) -> Tensor:
+    """``M(u, w) z`` without forming ``M`` (unit ``u, w``; ``(C, d)`` each, ``z`` ``(C, d)`` or ``(C, k, d)``)."""
+    zz = z if z.ndim == 3 else z[:, None]
+    c = (u * w).sum(-1).clamp(-1.0, 1.0)[:, None, None]
+    s = torch.sqrt((1 - c * c).clamp_min(0)).clamp_min(1e-12)
+    pu, pw = (zz * u[:, None]).sum(-1, keepdim=True), (zz * w[:, None]).sum(-1, keepdim=True)
+    cross = u[:, None] * pw + w[:, None] * pu - c * (u[:, None] * pu + w[:, None] * pw)
+    out = ((math.pi - torch.arccos(c)) * zz + cross / s) / (2 * math.pi)
+    return out if z.ndim == 3 else out[:, 0]
+
+
+def _quadratic_population(p: Tensor, q: Tensor, c: Tensor) -> Tensor:
+    """``zᵀ M(u, w) z`` from ``p = zᵀu``, ``q = zᵀw``, ``c = uᵀw`` (unit vectors; any broadcast shape)."""
+    c = c.clamp(-1.0, 1.0)
+    s = torch.sqrt((1 - c * c).clamp_min(0)).clamp_min(1e-12)
+    return (math.pi - torch.arccos(c) + (2 * p * q - c * (p * p + q * q)) / s) / (2 * math.pi)
+
+
+def _top_ritz(X: Tensor, u: Tensor, w: Tensor, z: Tensor, krylov: int) -> tuple[Tensor, Tensor]:
+    """Rayleigh–Ritz on the Krylov space of ``D = M̂(u, w) − M(u, w)`` from ``z``: ``(signed value, unit z)``,
+    ``(C,)`` and ``(C, d)``; ``|value| ≥ |zᵀDz|`` because the space contains ``z``. Only products ``D v``
+    (``O(n d)`` each) are formed, never ``D``."""
+    n = X.shape[0]
+    gate = (((u @ X.T) >= 0) & ((w @ X.T) >= 0)).to(X.dtype)  # (C, n)
+
+    def times(v):  # D v, (C, d)
+        return (gate * (v @ X.T)) @ X / n - _gate_moment_times(u, w, v)
+
+    basis, images = [_unit(z)], []
+    for j in range(krylov):
+        images.append(times(basis[-1]))
+        if j == krylov - 1:
+            break
+        nxt = images[-1]
+        for _ in range(2):  # Gram–Schmidt, twice
+            for b in basis:
+                nxt = nxt - (nxt * b).sum(-1, keepdim=True) * b
+        norm = nxt.norm(dim=-1, keepdim=True)
+        basis.append(torch.where(norm > 1e-12, nxt / norm.clamp_min(1e-300), torch.zeros_like(nxt)))
+    V, DV = torch.stack(basis, 1), torch.stack(images, 1)  # (C, k, d)
+    T = V @ DV.transpose(1, 2)
+    T = (T + T.transpose(1, 2)) / 2
+    ev, Y = torch.linalg.eigh(T)
+    k = ev.abs().argmax(-1)
+    ar = torch.arange(u.shape[0], device=X.device)
+    znew = _unit((Y[ar, :, k][:, :, None] * V).sum(1))
+    value = (znew * times(znew)).sum(-1)  # the exact quadratic form at the Ritz vector
+    return value, znew
+
+
+def _circle_search(X: Tensor, move: Tensor, fixed: Tensor, z: Tensor, sign: Tensor, v: Tensor) -> Tensor:
+    """Exact maximum of ``sign · zᵀ(M̂ − M)(move(θ), fixed) z`` over the great circle ``move(θ) = cos θ move +
+    sin θ v``, ``θ ∈ [0, 2π)`` (``v ⊥ move``, unit; ``M̂`` and ``M`` are symmetric in the pair, so either side can
+    move): ``(C, d)``, the best point. Sample ``i``'s gate is open on the half-circle within ``π/2`` of
+    ``φ_i = atan2(x_iᵀv, x_iᵀmove)``, so the empirical term is constant between the ``2n`` ends of those arcs
+    (sorted, with cumulative sums); the population term ``zᵀMz`` is a closed form in the angles, evaluated at three
+    points inside every segment (near its ends and at its middle) and at 65 points inside the four best segments."""
+    n = X.shape[0]
+    a = move @ X.T  # (C, n): x_iᵀmove(θ) = a_i cos θ + b_i sin θ
+    phi = torch.atan2(v @ X.T, a)
+    weight = ((fixed @ X.T) >= 0).to(X.dtype) * (z @ X.T) ** 2 / n
+    pos = torch.remainder(torch.cat([phi - math.pi / 2, phi + math.pi / 2], 1), 2 * math.pi)
+    pos, order = pos.sort(1)
+    steps = torch.gather(torch.cat([weight, -weight], 1), 1, order).cumsum(1)
+    start = (weight * (a >= 0)).sum(1, keepdim=True)  # the empirical term at θ = 0
+    C = move.shape[0]
+    lo = torch.cat([pos.new_zeros(C, 1), pos], 1)
+    hi = torch.cat([pos, pos.new_full((C, 1), 2 * math.pi)], 1)
+    empirical = torch.cat([start, start + steps], 1)[..., None]  # (C, 2n + 1, 1), one value per segment
+    zm, zv, zf = ((z * x).sum(1)[:, None, None] for x in (move, v, fixed))
+    mf, vf = ((x * fixed).sum(1)[:, None, None] for x in (move, v))
+
+    def objective(level, lo, hi, fractions):  # (C, S, 1) level on the segments (lo, hi), (C, S)
+        theta = lo[..., None] + fractions * (hi - lo)[..., None]  # (C, S, F)
+        cos, sin = theta.cos(), theta.sin()
+        pop = _quadratic_population(cos * zm + sin * zv, zf, cos * mf + sin * vf)
+        value = sign[:, None, None] * (level - pop)
+        return torch.where((hi - lo)[..., None] > 1e-12, value, torch.full_like(value, -math.inf)), theta
+
+    coarse, _ = objective(empirical, lo, hi, pos.new_tensor((0.02, 0.5, 0.98)))
+    top = coarse.amax(-1).topk(min(4, lo.shape[1]), dim=1).indices  # the best segments, refined
+    fine, theta = objective(
+        torch.gather(empirical, 1, top[..., None]),
+        torch.gather(lo, 1, top),
+        torch.gather(hi, 1, top),
+        torch.linspace(1e-3, 1 - 1e-3, 65, dtype=X.dtype, device=X.device),
+    )
+    best = fine.reshape(C, -1).argmax(1)
+    t = theta.reshape(C, -1)[torch.arange(C, device=X.device), best][:, None]
+    return _unit(t.cos() * move + t.sin() * v)
+
+
+def _smoothed_ascent(X: Tensor, move: Tensor, fixed: Tensor, z: Tensor, sign: Tensor, tau: float) -> Tensor:
+    """The gradient in ``move`` of ``sign · zᵀ(M̃ − M)z``, ``M̃`` with the moving gate smoothed to
+    ``σ(x_iᵀ move / τ)``: ``(C, d)``, a direction that flips the gates near the boundary favourably."""
+    n = X.shape[0]
+    weight = ((fixed @ X.T) >= 0).to(X.dtype) * (z @ X.T) ** 2 / n
+    with torch.enable_grad():
+        m = move.detach().clone().requires_grad_(True)
+        smooth = (weight * torch.sigmoid((m @ X.T) / tau)).sum(1)
+        pop = _quadratic_population((z * m).sum(1), (z * fixed).sum(1), (m * fixed).sum(1))
+        (grad,) = torch.autograd.grad((sign * (smooth - pop)).sum(), m)
+    return grad
+
+
+def _direction(X: Tensor, move: Tensor, fixed: Tensor, z: Tensor, sign: Tensor, tau: float, noise: float, kw) -> Tensor:
+    """The circle's tangent direction at ``move``: the smoothed gradient plus ``noise`` times a random one."""
+    grad = _smoothed_ascent(X, move, fixed, z, sign, tau)
+    rand = randn(move.shape, **kw)
+    v = _unit(grad - (grad * move).sum(1, keepdim=True) * move)
+    v = v + noise * _unit(rand - (rand * move).sum(1, keepdim=True) * move)
+    return _unit(v - (v * move).sum(1, keepdim=True) * move)
+
+
+def line_search_sup(
+    X: Tensor,
+    *,
+    chains: int = 8,
+    rounds: int = 20,
+    tau: float = 0.3,
+    noise: float = 1.0,
+    krylov: int = 6,
+    generator: torch.Generator | None = None,
+) -> dict:
+    """Lower bound on ``δ* = sup ‖M̂ − M‖_op`` by coordinate ascent with exact line searches over the gate
+    breakpoints (paper B, Theorem 10; :ref:`ch-uniform-concentration`).
+
+    ``‖D‖_op = max_{‖z‖=1} |zᵀDz|`` for ``D = M̂(u, w) − M(u, w)``. Each chain keeps a pair ``(u, w)``, a unit
+    ``z`` and the sign ``s`` of ``zᵀDz``, and alternates: (i) a move of ``u`` along a great circle
+    ``u(θ) = cos θ u + sin θ v``, ``θ ∈ [0, 2π)``, to the maximiser of ``s · zᵀD(u(θ), w)z`` — the empirical
+    part is piecewise constant in ``θ`` with ``2n`` breakpoints (where ``x_iᵀu(θ) = 0``), summed exactly from the
+    sorted breakpoints, and the population part ``zᵀM z`` is a closed form in the angles, evaluated at three points
+    of every segment and at 65 points of the best four (so the move is exact for the empirical part); (ii) the
+    same move of ``w`` (``M̂`` and ``M`` are symmetric in the pair); (iii) after each move, ``z``
+    becomes the Ritz vector of largest ``|eigenvalue|`` of ``D`` on a Krylov space of dimension ``krylov``
+    started at ``z`` (matrix-vector products only, ``O(n d)`` each). The circle's direction ``v`` is the
+    tangent gradient of a smoothed objective (the moving gate replaced by ``σ(x_iᵀu/τ)``: it flips the gates near
+    the boundary favourably) plus ``noise`` times a random tangent direction. A move is kept only if the exact
+    quadratic form grows, so each chain's value never decreases. The chains start from uniform random pairs; at the
+    end the exact deviation :func:`deviation` is computed at every chain's pair, so ``value`` and ``values`` are
+    certified lower bounds on ``δ*`` for this data set. Everything runs in ``X``'s dtype and on its device (CPU or
+    CUDA); the random draws come from the CPU ``generator`` (:func:`companion.device.randn`), so one seed gives the
+    same starts and directions on every device.
+
+    Parameters
+    ----------
+    X : Tensor, (n, d)
+        The sample.
+    chains : int
+        The independent chains (restarts), batched on a leading axis.
+    rounds : int
+        The rounds; each moves ``u`` once and ``w`` once.
+    tau : float
+        The smoothing scale of the direction's gate, ``> 0``.
+    noise : float
+        The weight of the random tangent direction added to the smoothed gradient's, ``≥ 0``.
+    krylov : int
+        The dimension of the Krylov space of each ``z`` update, at least 1.
+    generator : torch.Generator or None
+        The CPU generator of the starts and directions (:mod:`companion.device`).
+
+    Returns
+    -------
+    dict
+        ``"value"`` (float, the largest exact deviation), ``"u"``, ``"w"`` (``(d,)``, its pair), ``"values"``
+        (``(chains,)``, the exact deviation at each chain's final pair), ``"trace"`` (``(rounds + 1,)``, the best
+        chain's quadratic form ``|zᵀDz|`` after each round, each a lower bound on the deviation at its pair).
+
+    Raises
+    ------
+    ValueError
+        When ``X`` is not a finite ``(n, d)`` tensor, ``chains``, ``rounds`` or ``krylov`` is not a positive int,
+        ``tau`` is not positive or ``noise`` is negative.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from companion import concentration as cc
+    >>> X = torch.randn(80, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    >>> res = cc.line_search_sup(X, chains=2, rounds=4, generator=torch.Generator().manual_seed(1))
+    >>> exact = cc.deviation(X, res["u"][None], res["w"][None])
+    >>> bool(abs(exact[0] - res["value"]) < 1e-12)
+    True
+    """
+    validation.tensor("X", X, ndim=2)
+    for name, value in (("chains", chains), ("rounds", rounds), ("krylov", krylov)):
+        validation.positive_int(name, value)
+    _positive("tau", tau)
+    validation.nonnegative("noise", noise)
+    d = X.shape[1]
+    kw = {"generator": generator, "dtype": X.dtype, "device": X.device}
+    u, w = random_pairs(chains, d, generator=generator, like=X)
+    value, z = _top_ritz(X, u, w, _unit(randn((chains, d), **kw)), krylov)
+    trace = [float(value.abs().max())]
+    for _ in range(rounds):
+        for side in (0, 1):  # u moves, then w
+            move, fixed = (u, w) if side == 0 else (w, u)
+            sign = torch.sign(value)
+            new = _circle_search(X, move, fixed, z, sign, _direction(X, move, fixed, z, sign, tau, noise, kw))
+            nu, nw = (new, w) if side == 0 else (u, new)
+            nvalue, nz = _top_ritz(X, nu, nw, z, krylov)
+            ok = nvalue.abs() > value.abs()
+            u, w = torch.where(ok[:, None], nu, u), torch.where(ok[:, None], nw, w)
+            value, z = torch.where(ok, nvalue, value), torch.where(ok[:, None], nz, z)
+        trace.append(float(value.abs().max()))
+    values = deviation(X, u, w)
+    b = int(values.argmax())
+    return {"value": float(values[b]), "u": u[b], "w": w[b], "values": values, "trace": torch.tensor(trace, dtype=X.dtype)}
 
 
 # ------------------------------------------------------------------------------------------ Lemma 11

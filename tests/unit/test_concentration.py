@@ -210,3 +210,62 @@ def test_bernstein_bounds_the_exact_chi_square_tail():
     assert np.any(exact > cc.bernstein_tail(n, s, 2.0, 4.0))  # sigma^2 = the variance fails
     with pytest.raises(ValueError, match="s >= 0"):
         cc.bernstein_tail(1, -1.0, 1.0, 1.0)
+
+
+def test_line_search_closed_forms_match_the_matrices(gen):
+    """M(u, w) z and zᵀM(u, w)z without M, and the Ritz value on a full Krylov space is the operator norm."""
+    u, w = cc.random_pairs(5, 6, generator=gen, like=torch.zeros(1, dtype=DT))
+    z = torch.randn(5, 6, generator=gen, dtype=DT)
+    M = population.gate_second_moment(u, w)
+    assert torch.allclose(cc._gate_moment_times(u, w, z), torch.einsum("bij,bj->bi", M, z), atol=1e-14)
+    zu = cc._unit(z)
+    quad = cc._quadratic_population((zu * u).sum(1), (zu * w).sum(1), (u * w).sum(1))
+    assert torch.allclose(quad, torch.einsum("bi,bij,bj->b", zu, M, zu), atol=1e-14)
+    X = _X(gen, 90, 6)
+    value, znew = cc._top_ritz(X, u, w, zu, krylov=6)
+    assert torch.allclose(value.abs(), cc.deviation(X, u, w), rtol=1e-10)
+    D = cc.empirical_gate_moment(X, u, w) - M
+    assert torch.allclose(torch.einsum("bi,bij,bj->b", znew, D, znew), value, atol=1e-13)
+
+
+def test_circle_search_finds_the_exact_maximum_of_the_circle(gen):
+    """Against a dense grid of the whole great circle: the returned point is at least as good."""
+    X = _X(gen, 40, 4)
+    u, w = cc.random_pairs(3, 4, generator=gen, like=X)
+    z = cc._unit(torch.randn(3, 4, generator=gen, dtype=DT))
+    v = torch.randn(3, 4, generator=gen, dtype=DT)
+    v = cc._unit(v - (v * u).sum(1, keepdim=True) * u)
+    sign = torch.tensor([1.0, -1.0, 1.0], dtype=DT)
+
+    def form(p):  # sign · zᵀ(M̂ − M)(p, w) z, (C, T, d) points
+        C, T, d = p.shape
+        flat = p.reshape(-1, d)
+        ww = w[:, None].expand(C, T, d).reshape(-1, d)
+        D = cc.empirical_gate_moment(X, flat, ww) - population.gate_second_moment(flat, ww)
+        zz = z[:, None].expand(C, T, d).reshape(-1, d)
+        return sign[:, None] * torch.einsum("bi,bij,bj->b", zz, D, zz).view(C, T)
+
+    best = cc._circle_search(X, u, w, z, sign, v)
+    theta = torch.linspace(0, 2 * math.pi, 4001, dtype=DT)[None, :, None]
+    grid = form(cc._unit(theta.cos() * u[:, None] + theta.sin() * v[:, None]))
+    assert torch.all(form(best[:, None])[:, 0] >= grid.max(1).values - 1e-9)
+
+
+def test_line_search_is_certified_reproducible_and_beats_the_evolution_strategy(gen):
+    X = _X(gen, 320, 20)
+    res = cc.line_search_sup(X, chains=8, rounds=20, generator=torch.Generator().manual_seed(3))
+    assert res["values"].shape == (8,) and res["trace"].shape == (21,)
+    exact = float(cc.deviation(X, res["u"][None], res["w"][None])[0])
+    assert math.isclose(res["value"], exact, rel_tol=1e-12) and res["value"] == float(res["values"].max())
+    tr = res["trace"]
+    assert torch.all(tr[1:] >= tr[:-1]) and float(tr[-1]) <= res["value"] + 1e-12  # forms below the norm
+    again = cc.line_search_sup(X, chains=8, rounds=20, generator=torch.Generator().manual_seed(3))
+    assert again["value"] == res["value"]
+    es = cc.search_sup(X, initial=128, chains=4, proposals=8, rounds=12, generator=torch.Generator().manual_seed(3))
+    assert res["value"] > es["value"]
+    with pytest.raises(ValueError, match="chains"):
+        cc.line_search_sup(X, chains=0)
+    with pytest.raises(ValueError, match="tau"):
+        cc.line_search_sup(X, tau=0.0)
+    with pytest.raises(ValueError, match="noise"):
+        cc.line_search_sup(X, noise=-1.0)

@@ -383,8 +383,8 @@ def _circle_search(X: Tensor, move: Tensor, fixed: Tensor, z: Tensor, sign: Tens
     sin θ v``, ``θ ∈ [0, 2π)`` (``v ⊥ move``, unit; ``M̂`` and ``M`` are symmetric in the pair, so either side can
     move): ``(C, d)``, the best point. Sample ``i``'s gate is open on the half-circle within ``π/2`` of
     ``φ_i = atan2(x_iᵀv, x_iᵀmove)``, so the empirical term is constant between the ``2n`` ends of those arcs
-    (sorted, with cumulative sums); the population term ``zᵀMz`` is a closed form in the angles, evaluated at three
-    points inside every segment (near its ends and at its middle) and at 65 points inside the four best segments."""
+    (sorted, with cumulative sums); the population term ``zᵀMz`` is a closed form in the angles, evaluated at the
+    middle of every segment and at 33 points inside the eight best segments."""
     n = X.shape[0]
     a = move @ X.T  # (C, n): x_iᵀmove(θ) = a_i cos θ + b_i sin θ
     phi = torch.atan2(v @ X.T, a)
@@ -407,13 +407,13 @@ def _circle_search(X: Tensor, move: Tensor, fixed: Tensor, z: Tensor, sign: Tens
         value = sign[:, None, None] * (level - pop)
         return torch.where((hi - lo)[..., None] > 1e-12, value, torch.full_like(value, -math.inf)), theta
 
-    coarse, _ = objective(empirical, lo, hi, pos.new_tensor((0.02, 0.5, 0.98)))
-    top = coarse.amax(-1).topk(min(4, lo.shape[1]), dim=1).indices  # the best segments, refined
+    coarse, _ = objective(empirical, lo, hi, pos.new_tensor((0.5,)))
+    top = coarse[..., 0].topk(min(8, lo.shape[1]), dim=1).indices  # the best segments, refined
     fine, theta = objective(
         torch.gather(empirical, 1, top[..., None]),
         torch.gather(lo, 1, top),
         torch.gather(hi, 1, top),
-        torch.linspace(1e-3, 1 - 1e-3, 65, dtype=X.dtype, device=X.device),
+        torch.linspace(1e-3, 1 - 1e-3, 33, dtype=X.dtype, device=X.device),
     )
     best = fine.reshape(C, -1).argmax(1)
     t = theta.reshape(C, -1)[torch.arange(C, device=X.device), best][:, None]
@@ -459,8 +459,8 @@ def line_search_sup(
     ``z`` and the sign ``s`` of ``zᵀDz``, and alternates: (i) a move of ``u`` along a great circle
     ``u(θ) = cos θ u + sin θ v``, ``θ ∈ [0, 2π)``, to the maximiser of ``s · zᵀD(u(θ), w)z`` — the empirical
     part is piecewise constant in ``θ`` with ``2n`` breakpoints (where ``x_iᵀu(θ) = 0``), summed exactly from the
-    sorted breakpoints, and the population part ``zᵀM z`` is a closed form in the angles, evaluated at three points
-    of every segment and at 65 points of the best four (so the move is exact for the empirical part); (ii) the
+    sorted breakpoints, and the population part ``zᵀM z`` is a closed form in the angles, evaluated at the middle of
+    every segment and at 33 points of the best eight (so the move is exact for the empirical part); (ii) the
     same move of ``w`` (``M̂`` and ``M`` are symmetric in the pair); (iii) after each move, ``z``
     becomes the Ritz vector of largest ``|eigenvalue|`` of ``D`` on a Krylov space of dimension ``krylov``
     started at ``z`` (matrix-vector products only, ``O(n d)`` each). The circle's direction ``v`` is the

@@ -63,6 +63,11 @@ def _unit(u: Tensor) -> Tensor:
     return u / u.norm(dim=-1, keepdim=True)
 
 
+def _remove(a: Tensor, b: Tensor) -> Tensor:
+    """``a`` without its component along the unit ``b`` (last axis): a tangent vector at ``b``, a Gram–Schmidt step."""
+    return a - (a * b).sum(-1, keepdim=True) * b
+
+
 def _check_pairs(X: Tensor, u: Tensor, w: Tensor) -> None:
     validation.same_device(X=X, u=u, w=w)
     validation.tensor("X", X, ndim=2)
@@ -364,7 +369,7 @@ def _top_ritz(X: Tensor, u: Tensor, w: Tensor, z: Tensor, krylov: int) -> tuple[
         nxt = images[-1]
         for _ in range(2):  # Gram–Schmidt, twice
             for b in basis:
-                nxt = nxt - (nxt * b).sum(-1, keepdim=True) * b
+                nxt = _remove(nxt, b)
         norm = nxt.norm(dim=-1, keepdim=True)
         basis.append(torch.where(norm > 1e-12, nxt / norm.clamp_min(1e-300), torch.zeros_like(nxt)))
     V, DV = torch.stack(basis, 1), torch.stack(images, 1)  # (C, k, d)
@@ -437,9 +442,8 @@ def _direction(X: Tensor, move: Tensor, fixed: Tensor, z: Tensor, sign: Tensor, 
     """The circle's tangent direction at ``move``: the smoothed gradient plus ``noise`` times a random one."""
     grad = _smoothed_ascent(X, move, fixed, z, sign, tau)
     rand = randn(move.shape, **kw)
-    v = _unit(grad - (grad * move).sum(1, keepdim=True) * move)
-    v = v + noise * _unit(rand - (rand * move).sum(1, keepdim=True) * move)
-    return _unit(v - (v * move).sum(1, keepdim=True) * move)
+    v = _unit(_remove(grad, move)) + noise * _unit(_remove(rand, move))
+    return _unit(_remove(v, move))
 
 
 def line_search_sup(

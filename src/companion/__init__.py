@@ -5,6 +5,10 @@ paper and concept, and each public function's docstring names the result it impl
 that explains it.
 """
 
+from companion import memory as _memory
+
 __all__ = ["__version__"]
 
 __version__ = "0.1.0"
+
+_memory._apply_on_import()  # large host tensors reuse freed memory (companion.memory)

@@ -26,13 +26,16 @@ Sections (see benchmarks/README.md for how to read the output):
    (:func:`companion.curvature.top_eigenvalue`) against the dense Hessian (torch.func forward-over-reverse
    over all unit vectors, i.e. ``torch.func.hessian``'s computation, run in chunks to fit memory) followed by
    ``torch.linalg.eigvalsh``: time ratio and relative agreement.
+6. ``host`` (CPU) — the host allocator's setting of :mod:`companion.memory` against glibc's defaults, each in
+   processes of its own (benchmarks/host_allocator.py): a fresh 64 MiB tensor write and one output Hessian-vector
+   product of Chapter 13's network at width 1024, with the products compared bit for bit.
 
 Every number printed next to a target is a ratio of two times (or rates) measured in this run. Times of
 single operations are the minimum over repetitions, with the competing operations interleaved so that a
 change of machine load hits both sides. The load average is printed at start and end: on a shared
 machine the ratios move, so rerun on an idle one before comparing with the targets.
 
-Usage: ``python benchmarks/run.py [--quick] [--device cuda] [--sections engine,formulations,scaling,small,hessian]
+Usage: ``python benchmarks/run.py [--quick] [--device cuda] [--sections engine,formulations,scaling,small,hessian,host]
 [--json out.json]``; ``--help`` lists the sizes that can be changed.
 """
 
@@ -603,6 +606,25 @@ def section_hessian(args, dev, dtype, out: dict) -> None:
     }
 
 
+def section_host(args, dev, dtype, out: dict) -> None:
+    import host_allocator  # benchmarks/host_allocator.py
+
+    print("\n## Host allocator: companion.memory's reuse of freed memory against glibc's defaults (CPU)", flush=True)
+    res = host_allocator.compare(rounds=1 if args.quick else 3, reps=2 if args.quick else 5)
+    _table(
+        [
+            ("fresh 64 MiB write: defaults / reuse", f"{res['speedup_fresh_64mib_write']:.1f}x", "", None),
+            ("output HVP, m = 1024: defaults / reuse", f"{res['speedup_output_hvp']:.1f}x", "", None),
+        ]
+    )
+    print(
+        f"   times: write {res['default_fresh_64mib_write_s'] * 1e3:.1f} / {res['reuse_fresh_64mib_write_s'] * 1e3:.1f} ms, "
+        f"HVP {res['default_output_hvp_s'] * 1e3:.0f} / {res['reuse_output_hvp_s'] * 1e3:.0f} ms; products bit-identical: "
+        f"{res['identical']}"
+    )
+    out["host"] = res
+
+
 def section_chapters(args, dev, dtype, out: dict) -> None:
     """Item 4: per-chapter wall times against their budgets (benchmarks/chapter_times.py): the whole quick test
     command, then the times the last ``make book`` recorded (paper scale), if there is such a build."""
@@ -639,10 +661,11 @@ def parse(argv=None):
     p.add_argument(
         "--sections",
         default=None,
-        help="comma-separated: engine, formulations, scaling, small (small networks, many steps), hessian, chapters "
+        help="comma-separated: engine, formulations, scaling, small (small networks, many steps), hessian, host "
+        "(the host allocator, CPU), chapters "
         "(the quick test command "
         "per chapter and the last book build's times; ~10 min more, not in the default). Default: "
-        "engine,formulations,hessian on the CPU; engine,scaling,hessian on CUDA",
+        "engine,formulations,small,hessian,host on the CPU; engine,scaling,small,hessian on CUDA",
     )
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     p.add_argument(
@@ -708,7 +731,7 @@ def main(argv=None) -> dict:
         torch.set_num_threads(args.threads)
     dev, dtype = cdevice.resolve(args.device, args.dtype)
     if args.sections is None:
-        args.sections = "engine,scaling,small,hessian" if dev.type == "cuda" else "engine,formulations,small,hessian"
+        args.sections = "engine,scaling,small,hessian" if dev.type == "cuda" else "engine,formulations,small,hessian,host"
     if args.hessian_width is None:
         args.hessian_width = "auto" if dev.type == "cuda" else "100"
     if args.clock == "cpu":
@@ -732,6 +755,7 @@ def main(argv=None) -> dict:
             "hessian": section_hessian,
             "chapters": section_chapters,
             "small": section_small,
+            "host": section_host,
         }[sec](args, dev, dtype, out)
     load1 = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
     print(

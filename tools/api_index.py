@@ -21,7 +21,7 @@ import companion  # noqa: E402
 
 GROUPS = [
     ("Running an experiment", "where tensors live, the two scales, the models' common protocol and the engine that trains them",
-     ["device", "scale", "validation", "model", "paramlist", "gd", "fused", "sweep"]),
+     ["device", "memory", "scale", "validation", "model", "paramlist", "gd", "fused", "sweep"]),
     ("Evidence", "estimates, certificates and the claim check that ends every chapter; figures and explorers",
      ["stats", "certify", "claims", "registry", "plotting", "explore"]),
     ("Paper A: double polynomial smoothness",

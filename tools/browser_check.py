@@ -129,6 +129,9 @@ PAGE_REPORT_JS = r"""
   }
   const mathEls = [...article.querySelectorAll('span.math, div.math')];
   const q = (sel) => [...article.querySelectorAll(sel)];
+  // the tables the book generates (landing, coverage and status pages): they must fit the content column
+  const GENERATED = 'div.exec-table table, table.chapter-table, table.coverage-chapters, table.coverage-table, '
+      + 'table.deviations-table, table.retired-table, table.code-changes-table, table.ledger-table';
   const outputs = q('.cell_output');
   const tracebacks = q('.cell_output .traceback, .cell_output .output.error')
       .concat(outputs.filter(o => /Traceback \(most recent call last\)/.test(o.textContent)))
@@ -183,6 +186,10 @@ PAGE_REPORT_JS = r"""
               verdictVisible: !!r && r.width > 0};
     }),
     viewportWidth: document.documentElement.clientWidth,
+    generatedTables: q(GENERATED).filter(t => t.scrollWidth > t.parentElement.clientWidth + 1)
+      .map(t => t.className.replace(' table', '') || 'table'),
+    overflowingHeads: q(GENERATED.split(', ').map(s => s + ' th').join(', '))
+      .filter(th => th.scrollWidth > th.clientWidth + 1).map(th => th.textContent.trim()),
   };
 })()
 """
@@ -330,6 +337,10 @@ def page_problems(name: str, res: PageResult, html_dir: Path, executed: bool, ro
     cut = [c["id"] for c in rows if not c["verdictVisible"] or c["verdictRight"] > r["viewportWidth"]]
     if cut:
         out.append(f"claim rows whose verdict is cut off at {WIDTH} px: {cut[:3]}")
+    if r.get("generatedTables"):
+        out.append(f"generated tables wider than the content column at {WIDTH} px: {r['generatedTables'][:3]}")
+    if r.get("overflowingHeads"):
+        out.append(f"table headers whose text runs out of its column at {WIDTH} px: {r['overflowingHeads'][:3]}")
     unnamed = [c for c in rows if not c["id"].startswith("claim-") or not c["kind"]]
     if unnamed:
         out.append(f"{len(unnamed)} claim rows without an id or a kind")

@@ -1,6 +1,7 @@
 """companion.memory: the host allocator's setting, applied at import, with its opt-out and its errors."""
 
 import os
+import platform
 import subprocess
 import sys
 
@@ -8,7 +9,7 @@ import pytest
 
 from companion import memory
 
-GLIBC = sys.platform.startswith("linux") and os.confstr("CS_GNU_LIBC_VERSION") is not None
+GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
 
 
 def _state_in_child(setting: str | None) -> subprocess.CompletedProcess:

@@ -29,13 +29,16 @@ Sections (see benchmarks/README.md for how to read the output):
 6. ``host`` (CPU) — the host allocator's setting of :mod:`companion.memory` against glibc's defaults, each in
    processes of its own (benchmarks/host_allocator.py): a fresh 64 MiB tensor write and one output Hessian-vector
    product of Chapter 13's network at width 1024, with the products compared bit for bit.
+7. ``hvp`` — Chapter 13's output Hessian-vector products: the R-operator written out for paper C's network
+   (``widenet._rop_hvp_fn``, what its Lanczos runs use) against the generic forward-over-reverse and double-backward
+   products, per product and per Lanczos run of 20 steps, with their agreement.
 
 Every number printed next to a target is a ratio of two times (or rates) measured in this run. Times of
 single operations are the minimum over repetitions, with the competing operations interleaved so that a
 change of machine load hits both sides. The load average is printed at start and end: on a shared
 machine the ratios move, so rerun on an idle one before comparing with the targets.
 
-Usage: ``python benchmarks/run.py [--quick] [--device cuda] [--sections engine,formulations,scaling,small,hessian,host]
+Usage: ``python benchmarks/run.py [--quick] [--device cuda] [--sections engine,formulations,scaling,small,hessian,host,hvp]
 [--json out.json]``; ``--help`` lists the sizes that can be changed.
 """
 
@@ -57,7 +60,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import formulations  # noqa: E402  (benchmarks/formulations.py)
 
-from companion import curvature, deepnet, gd, relunet  # noqa: E402
+from companion import curvature, deepnet, gd, relunet, widenet  # noqa: E402
 from companion import device as cdevice  # noqa: E402
 
 TARGETS = {
@@ -625,6 +628,56 @@ def section_host(args, dev, dtype, out: dict) -> None:
     out["host"] = res
 
 
+def section_hvp(args, dev, dtype, out: dict) -> None:
+    """Chapter 13's output Hessian-vector products: the R-operator written out for paper C's network (what the Lanczos
+    runs use) against the generic forward-over-reverse and double-backward products, per product (the forward pass at
+    θ, which the R-operator computes once per Lanczos run, excluded) and per Lanczos run of 20 steps."""
+    from torch.func import grad, jvp
+
+    print("\n## Output Hessian-vector products: R-operator vs generic autodiff (Chapter 13's network)", flush=True)
+    net = widenet.Net("fc", "tanh", 1.0)
+    rows, res = [], {}
+    for m in (64, 256) if args.quick else (64, 256, 1024):
+        g = cdevice.generator(args.seed)
+        params = widenet.init_params(10, m, 2, 8, generator=g, device=dev, dtype=dtype)
+        x = cdevice.randn((8, 1, 10), generator=g, device=dev, dtype=dtype)
+        x = x / x.norm(dim=-1, keepdim=True)
+        v = [cdevice.randn(p.shape, generator=g, device=dev, dtype=dtype) for p in params]
+        scalar = lambda p: widenet._forward(p, x, net)[0].sum()  # noqa: E731
+        products = {
+            "rop": widenet._output_hvp_fn(params, x, net),
+            "func": lambda u: list(jvp(grad(scalar), (list(params),), (list(u),))[1]),
+            "autograd": lambda u: widenet._hvp(scalar, params, u),
+        }
+        times = interleaved({k: (lambda f=f: f(v)) for k, f in products.items()}, 2 if args.quick else 5, dev)
+        best = {k: min(t) for k, t in times.items()}
+        ref = products["autograd"](v)
+        diff = max(float((a - b).abs().max() / b.abs().max()) for k in ("rop", "func") for a, b in zip(products[k](v), ref))
+        lanczos = {
+            k: (lambda f=f: widenet._operator_norm(params, f, 20, cdevice.generator(1)).norm)
+            for k, f in products.items()
+            if k != "autograd"
+        }
+        lt = interleaved(lanczos, 1 if args.quick else 2, dev)
+        norms = {k: f() for k, f in lanczos.items()}
+        lrel = float(((norms["rop"] - norms["func"]).abs() / norms["func"]).max())
+        res[m] = {**{f"{k}_s": t for k, t in best.items()}, "max_rel_diff": diff, "lanczos_rel_diff": lrel}
+        res[m].update({f"lanczos_{k}_s": min(t) for k, t in lt.items()})
+        rows += [
+            (f"m = {m}: product, forward-over-reverse / R-op", f"{best['func'] / best['rop']:.1f}x", "", None),
+            (f"m = {m}: product, double backward / R-op", f"{best['autograd'] / best['rop']:.1f}x", "", None),
+            (f"m = {m}: Lanczos 20 steps, f-o-r / R-op", f"{min(lt['func']) / min(lt['rop']):.1f}x", "", None),
+        ]
+        print(
+            f"   m = {m}: product {best['rop'] * 1e3:.1f} / {best['func'] * 1e3:.1f} / {best['autograd'] * 1e3:.1f} ms "
+            f"(R-op / f-o-r / double backward), largest relative difference {diff:.1e}; Lanczos "
+            f"{min(lt['rop']):.2f} / {min(lt['func']):.2f} s, norms agree to {lrel:.1e}",
+            flush=True,
+        )
+    _table(rows)
+    out["hvp"] = res
+
+
 def section_chapters(args, dev, dtype, out: dict) -> None:
     """Item 4: per-chapter wall times against their budgets (benchmarks/chapter_times.py): the whole quick test
     command, then the times the last ``make book`` recorded (paper scale), if there is such a build."""
@@ -662,10 +715,10 @@ def parse(argv=None):
         "--sections",
         default=None,
         help="comma-separated: engine, formulations, scaling, small (small networks, many steps), hessian, host "
-        "(the host allocator, CPU), chapters "
+        "(the host allocator, CPU), hvp (Chapter 13's Hessian-vector products), chapters "
         "(the quick test command "
         "per chapter and the last book build's times; ~10 min more, not in the default). Default: "
-        "engine,formulations,small,hessian,host on the CPU; engine,scaling,small,hessian on CUDA",
+        "engine,formulations,small,hessian,host,hvp on the CPU; engine,scaling,small,hessian,hvp on CUDA",
     )
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     p.add_argument(
@@ -731,7 +784,7 @@ def main(argv=None) -> dict:
         torch.set_num_threads(args.threads)
     dev, dtype = cdevice.resolve(args.device, args.dtype)
     if args.sections is None:
-        args.sections = "engine,scaling,small,hessian" if dev.type == "cuda" else "engine,formulations,small,hessian,host"
+        args.sections = "engine,scaling,small,hessian,hvp" if dev.type == "cuda" else "engine,formulations,small,hessian,host,hvp"
     if args.hessian_width is None:
         args.hessian_width = "auto" if dev.type == "cuda" else "100"
     if args.clock == "cpu":
@@ -756,6 +809,7 @@ def main(argv=None) -> dict:
             "chapters": section_chapters,
             "small": section_small,
             "host": section_host,
+            "hvp": section_hvp,
         }[sec](args, dev, dtype, out)
     load1 = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
     print(

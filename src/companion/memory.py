@@ -4,8 +4,8 @@ glibc's ``malloc`` serves every block above its mmap threshold (at most 32 MiB) 
 to the system on ``free``. A tensor of that size, freed and allocated again at every step of a loop (the products of
 a Hessian-vector product at width ``m = 1024``, each ``8 × 1024²`` float64 numbers), then pays a page fault and the
 zeroing of every 4 KiB page each time. On a 2-core virtual machine (2026-12-03) writing a fresh 64 MiB tensor took
-23 ms, writing it into reused memory 6 ms, and one output Hessian-vector product of :ref:`ch-parameter-ball` at
-width 1024 took 112 ms and 42 ms (``benchmarks/host_allocator.py``; section ``host`` of ``benchmarks/run.py``).
+24 ms, writing it into reused memory 8.5 ms, and one output Hessian-vector product of :ref:`ch-parameter-ball` at
+width 1024 took 34 ms and 22 ms (``benchmarks/host_allocator.py``; section ``host`` of ``benchmarks/run.py``).
 
 :func:`reuse_freed_memory` asks glibc (``mallopt``) to serve large blocks from its heap and to keep freed memory for
 the next allocation, as PyTorch's CPU tuning guide suggests with jemalloc or tcmalloc. It changes where memory comes

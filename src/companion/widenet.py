@@ -18,8 +18,8 @@ Parameters are a list ``[W_1 (E, m, d), W_2 (E, m, m), …, W_H (E, m, m), a (E,
 network of the book. Directions in parameter space are lists of the same shapes (:mod:`companion.paramlist`).
 Members are independent, so derivatives of the ensemble *sum* of a per-member scalar give
 per-member derivatives; that is how :mod:`torch.func` (``grad``) is applied below without ``vmap``.
-The output Hessian is only ever touched through Hessian-vector products (double backward by default,
-``torch.func`` forward-over-reverse on request — equal, tested; the first has far less per-call overhead on a CPU),
+The output Hessian is only ever touched through Hessian-vector products (Pearlmutter's R-operator written out for
+this network by default, double backward or ``torch.func`` forward-over-reverse on request — equal, tested),
 and its spectral norm comes from :func:`companion.curvature.lanczos` in its three-vector mode (no stored Krylov
 basis: at m = 2048 one parameter vector has 4.2 million entries per member): nothing of size ``P × P`` is ever formed.
 Jacobians are never formed either: each output gradient with respect
@@ -978,19 +978,74 @@ def _hvp(scalar, params: Params, v: Params) -> Params:
     return list(hv)
 
 
-FUNC_HVP_MIN_PARAMS = 2**16
-"""Parameters per member from which the output Hessian's Lanczos runs use forward-over-reverse products
-(``torch.func.jvp`` of ``torch.func.grad``): at ``m = 1024`` they take about half the time of the double backward,
-which keeps less per-call overhead and wins below (at ``m = 64`` by about 5x)."""
+def _rop_hvp_fn(params: Params, X: Tensor, net: Net, c: Tensor, gauss_newton: bool = False):
+    """``v ↦ (Σ_i c_i ∇²f_i(θ) + [JᵀJ]) v`` per member by Pearlmutter's R-operator written out for paper C's network
+    (:ref:`ch-parameter-ball`); ``c``: ``(E, n)``, held fixed, and ``gauss_newton`` adds ``JᵀJ v`` (with ``c = f − y``
+    the loss Hessian ``∇²L v``). The forward pass and the backward vectors at ``θ`` do not depend on ``v`` and are
+    computed once; each product then costs one directional forward pass (``Rz_h = x_{h−1}V_hᵀ + Rx_{h−1}W_hᵀ``), one
+    directional backward pass (``Rδ_h = k_h(σ''(z_h)Rz_h g_h + σ'(z_h)Rg_h)``, ``Rg_{h−1} = Rδ_h W_h + δ_h V_h``) and
+    one product per layer for ``R∇_{W_h} = Rδ_hᵀ x_{h−1} + δ_hᵀ Rx_{h−1}``: four reads of each ``m × m`` matrix and
+    one write. Equal to the generic products (forward-over-reverse, double backward) up to rounding, and to the dense
+    Hessian (tested); at ``m = 1024`` a third of the time of the faster of them (``benchmarks/run.py``, section
+    ``hvp``)."""
+    H = depth(params)
+    act = activations.get(net.act)
+    a = params[-1].detach()
+    E, m = a.shape
+    k = [s / math.sqrt(m) for s in net.scales(H)]
+    with torch.no_grad():
+        f, xs, zs = _forward([p.detach() for p in params], X, net)
+        d1 = [act.d1(z) for z in zs]
+        d2 = [act.d2(z) for z in zs]
+        g = c.unsqueeze(-1) * a.unsqueeze(-2)  # ∂(Σ c_i f_i)/∂x_H per input, (E, n, m)
+        gs, deltas = [None] * (H + 1), [None] * (H + 1)
+        for h in range(H, 0, -1):
+            gs[h] = g
+            deltas[h] = k[h - 1] * d1[h - 1] * g
+            if h > 1:
+                g = deltas[h] @ params[h - 1].detach() + (g if net.arch == "res" else 0.0)
+    weights = [p.detach() for p in params[:-1]]
+    skip = net.arch == "res"
+
+    def hvp(v: Params) -> Params:
+        with torch.no_grad():
+            rx, rzs, rxs = None, [], [None]
+            for h in range(1, H + 1):
+                rz = xs[h - 1] @ v[h - 1].transpose(-1, -2)
+                if rx is not None:
+                    rz = rz + rx @ weights[h - 1].transpose(-1, -2)
+                rzs.append(rz)
+                rout = k[h - 1] * d1[h - 1] * rz
+                rx = rout + rx if (skip and h > 1) else rout
+                rxs.append(rx)
+            va = v[-1]
+            rg = c.unsqueeze(-1) * va.unsqueeze(-2)
+            ra = (c.unsqueeze(-1) * rxs[H]).sum(-2)
+            if gauss_newton:
+                rf = (rxs[H] * a.unsqueeze(-2)).sum(-1) + (xs[H] * va.unsqueeze(-2)).sum(-1)  # J v, (E, n)
+                rg = rg + rf.unsqueeze(-1) * a.unsqueeze(-2)
+                ra = ra + (rf.unsqueeze(-1) * xs[H]).sum(-2)
+            out = [None] * H + [ra]
+            for h in range(H, 0, -1):
+                rdelta = k[h - 1] * (d2[h - 1] * rzs[h - 1] * gs[h] + d1[h - 1] * rg)
+                if h == 1:
+                    out[0] = rdelta.transpose(-1, -2) @ xs[0].expand(E, *xs[0].shape[-2:])
+                    break
+                both = torch.cat([rdelta, deltas[h]], dim=-2).transpose(-1, -2)  # (E, m, 2n)
+                out[h - 1] = both @ torch.cat([xs[h - 1], rxs[h - 1]], dim=-2)
+                rg_next = rdelta @ weights[h - 1] + deltas[h] @ v[h - 1]
+                rg = rg_next + rg if skip else rg_next
+            return out
+
+    return hvp
 
 
 def _output_hvp_fn(params: Params, X: Tensor, net: Net):
-    """``v ↦ ∇²(Σ_i f_i)(θ) v`` per member for inputs ``X`` ``(E, n, d)`` or ``(1, n, d)``: forward-over-reverse
-    from :data:`FUNC_HVP_MIN_PARAMS` parameters per member on, else reverse-over-reverse (equal up to rounding)."""
-    if sum(p[0].numel() for p in params) >= FUNC_HVP_MIN_PARAMS:
-        g = grad(lambda p: _forward(p, X, net)[0].sum())
-        return lambda v: list(jvp(g, (list(params),), (list(v),))[1])
-    return lambda v: _hvp(lambda p: _forward(p, X, net)[0].sum(), params, v)
+    """``v ↦ ∇²(Σ_i f_i)(θ) v`` per member for inputs ``X`` ``(E, n, d)`` or ``(1, n, d)``: :func:`_rop_hvp_fn` with
+    unit weights."""
+    n = X.shape[-2]
+    E = params[-1].shape[0]
+    return _rop_hvp_fn(params, X, net, torch.ones((E, n), dtype=X.dtype, device=X.device))
 
 
 def _one_input(x: Tensor, d: int, E: int) -> Tensor:
@@ -1001,13 +1056,14 @@ def _one_input(x: Tensor, d: int, E: int) -> Tensor:
     return x.reshape(1, -1) if x.ndim == 1 else x.unsqueeze(1)
 
 
-def output_hvp(params: Params, x: Tensor, v: Params, net: Net = Net(), *, method: str = "autograd") -> Params:
+def output_hvp(params: Params, x: Tensor, v: Params, net: Net = Net(), *, method: str = "rop") -> Params:
     """``∇²f(x; θ) v`` per member, ``x``: ``(d,)``; never forms the Hessian (paper C's output Hessian; :ref:`ch-parameter-ball`).
 
-    ``method="func"``: forward-over-reverse ``torch.func.jvp(torch.func.grad(f))``; ``method="autograd"`` (default):
-    reverse-over-reverse double backward with :func:`torch.autograd.grad`. Both give the same vector (tested); on a
-    CPU the second has far less per-call overhead at small widths (about 5x at m = 64), which matters because
-    Lanczos calls it dozens of times per point of a sweep.
+    ``method="rop"`` (default): the R-operator written out for this network (one directional forward and backward
+    pass, the product the Lanczos runs of :func:`output_hessian_norm` repeat); ``method="func"``: forward-over-reverse
+    ``torch.func.jvp(torch.func.grad(f))``; ``method="autograd"``: reverse-over-reverse double backward with
+    :func:`torch.autograd.grad`. All three give the same vector up to rounding (tested); the first is the fastest at
+    every width (``benchmarks/run.py``, section ``hvp``).
 
     Parameters
     ----------
@@ -1020,7 +1076,7 @@ def output_hvp(params: Params, x: Tensor, v: Params, net: Net = Net(), *, method
     net : Net
         The architecture, activation and scalings.
     method : str
-        ``"autograd"`` or ``"func"``.
+        ``"rop"``, ``"autograd"`` or ``"func"``.
 
     Returns
     -------
@@ -1034,11 +1090,13 @@ def output_hvp(params: Params, x: Tensor, v: Params, net: Net = Net(), *, method
     """
     E, _, d, _ = _check(params, x=x, v=v)
     xx = _one_input(x, d, E)
+    if method == "rop":
+        return _output_hvp_fn(params, xx, net)(v)
     if method == "func":
         g = grad(lambda p: _forward(p, xx, net)[0].sum())
         return list(jvp(g, (list(params),), (list(v),))[1])
     if method != "autograd":
-        raise ValueError(f"method must be 'autograd' or 'func', got {method!r}")
+        raise ValueError(f"method must be 'rop', 'autograd' or 'func', got {method!r}")
     return _hvp(lambda p: _forward(p, xx, net)[0].sum(), params, v)
 
 
@@ -1160,7 +1218,7 @@ def output_hessian_norm(
     ``(E, iters)`` (to show convergence) and the unit top eigenvector (a parameter list). The iteration is
     :func:`companion.curvature.lanczos` without reorthogonalisation (three vectors of length ``P`` per member), except
     that the recurrence's vectors are kept for the eigenvector where they fit in :data:`BASIS_BYTES`; the products are
-    forward-over-reverse from :data:`FUNC_HVP_MIN_PARAMS` parameters per member on.
+    :func:`output_hvp`'s default (the R-operator).
 
     Parameters
     ----------
@@ -1272,11 +1330,10 @@ def loss_hessian_norm(
     ValueError
         When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
     """
-    _, _, d, _ = _check(params, X=X, y=y)
+    E, _, d, _ = _check(params, X=X, y=y)
     _check_X(X, d)
-    res = _operator_norm(
-        params, lambda v: _hvp(lambda p: 0.5 * ((_forward(p, X, net)[0] - y) ** 2).sum(), params, v), iters, generator
-    )
+    r = (forward(params, X, net) - y).detach().expand(E, X.shape[-2]).contiguous()  # the residual, held fixed
+    res = _operator_norm(params, _rop_hvp_fn(params, X, net, r, gauss_newton=True), iters, generator)
     return res.norm
 
 
@@ -1317,7 +1374,7 @@ def weighted_output_hessian_norm(
     if c.shape != (E, X.shape[-2]):
         raise ValueError(f"c must have shape {(E, X.shape[-2])}, got {tuple(c.shape)}")
     c = c.detach()
-    res = _operator_norm(params, lambda v: _hvp(lambda p: (_forward(p, X, net)[0] * c).sum(), params, v), iters, generator)
+    res = _operator_norm(params, _rop_hvp_fn(params, X, net, c.detach()), iters, generator)
     return res.norm
 
 

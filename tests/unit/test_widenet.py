@@ -53,18 +53,17 @@ def test_grams_match_jacrev(gen, arch, act):
 
 @pytest.mark.parametrize("arch", ["fc", "res"])
 @pytest.mark.parametrize("stored", [True, False], ids=["stored-basis", "three-vector"])
-@pytest.mark.parametrize("func", [True, False], ids=["forward-over-reverse", "double-backward"])
-def test_hvp_lanczos_and_eigenvector_match_dense_hessian(gen, arch, stored, func, monkeypatch):
-    """output_hessian_norm = dense Hessian, on both paths of each switch: the Ritz vector from the stored Krylov basis
-    or by a second pass of the three-vector recurrence (BASIS_BYTES), and the products by forward-over-reverse or by
-    double backward (FUNC_HVP_MIN_PARAMS)."""
+def test_hvp_lanczos_and_eigenvector_match_dense_hessian(gen, arch, stored, monkeypatch):
+    """output_hessian_norm = dense Hessian, on both paths of the switch: the Ritz vector from the stored Krylov basis
+    or by a second pass of the three-vector recurrence (BASIS_BYTES); the R-operator products it uses equal the
+    generic forward-over-reverse and double-backward products."""
     monkeypatch.setattr(wn, "BASIS_BYTES", 2**40 if stored else 0)
-    monkeypatch.setattr(wn, "FUNC_HVP_MIN_PARAMS", 0 if func else 2**40)
     net, p, X = _setup(gen, arch)
     v = wn.random_direction(p, 1.0, generator=gen)
-    hv_a, hv_f = wn.output_hvp(p, X[0], v, net), wn.output_hvp(p, X[0], v, net, method="func")
-    for a, b in zip(hv_a, hv_f):
-        assert torch.allclose(a, b, atol=1e-12, rtol=0)
+    hv_r = wn.output_hvp(p, X[0], v, net)
+    for method in ("autograd", "func"):
+        for a, b in zip(hv_r, wn.output_hvp(p, X[0], v, net, method=method)):
+            assert torch.allclose(a, b, atol=1e-12, rtol=0)
     norm, hist, vec = wn.output_hessian_norm(p, X[0], net, iters=60, generator=gen, return_history=True, return_vector=True)
     assert hist.shape == (2, 60) and torch.all(hist.diff(dim=1) >= -1e-10)
     for e in range(2):
@@ -112,6 +111,32 @@ def test_loss_hvp_splits_into_gauss_newton_and_curvature(gen):
     hv = wn.loss_hvp(p, X, y, v, net)
     for a, b, c in zip(hv, JtJv, curv):
         assert torch.allclose(a, b + c, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("arch", ["fc", "res"])
+@pytest.mark.parametrize("H", [1, 2, 3])
+@pytest.mark.parametrize("shared", [True, False], ids=["shared-inputs", "own-inputs"])
+def test_rop_products_equal_double_backward(gen, arch, H, shared):
+    """The R-operator products of the Lanczos runs (weighted output Hessian, loss Hessian with its Gauss-Newton part)
+    equal the generic double backward of weighted_output_hvp and loss_hvp, at every depth, with inputs shared by the
+    members or one set per member."""
+    net = wn.Net(arch, "tanh", 1.0)
+    E, n = 3, 5
+    p = wn.init_params(4, 7, H, E, generator=gen, dtype=DT, device="cpu")
+    X = wn.sphere_inputs(n, 4, generator=gen, dtype=DT, device="cpu")
+    X = X if shared else wn.sphere_inputs(E * n, 4, generator=gen, dtype=DT, device="cpu").reshape(E, n, 4)
+    Xb = X.unsqueeze(0) if shared else X
+    y = device.randn(n, generator=gen, dtype=DT, device="cpu")
+    c = device.randn((E, n), generator=gen, dtype=DT, device="cpu")
+    v = wn.random_direction(p, 1.0, generator=gen)
+    r = (wn.forward(p, X, net) - y).detach().expand(E, n).contiguous()
+    pairs = [
+        (wn._rop_hvp_fn(p, Xb, net, c)(v), wn.weighted_output_hvp(p, X, c, v, net)),
+        (wn._rop_hvp_fn(p, Xb, net, r, gauss_newton=True)(v), wn.loss_hvp(p, X, y, v, net)),
+    ]
+    for got, ref in pairs:
+        for a, b in zip(got, ref):
+            assert a.shape == b.shape and torch.allclose(a, b, atol=1e-12, rtol=0)
 
 
 def test_per_member_inputs_and_batched_hessian_norms(gen):

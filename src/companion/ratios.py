@@ -94,7 +94,7 @@ def _rhs_table(L: int, dm: int, keys: tuple[str, ...]) -> tuple[Tensor, Tensor, 
     exps = torch.tensor([m[1:4] for m in flat], dtype=torch.float64)
     logc = torch.tensor([m[0] for m in flat], dtype=torch.float64)
     member = torch.zeros(len(flat), len(rows), dtype=torch.float64)
-    member[torch.arange(len(flat)), torch.tensor([m[4] for m in flat])] = 1.0
+    member[torch.arange(len(flat)), torch.tensor([m[4] for m in flat], dtype=torch.long)] = 1.0
     return exps, logc, member, spans
 
 
@@ -161,7 +161,8 @@ def proof_log_ratios(params1, params2, X: Tensor, y: Tensor, act, statements: Se
     L, dm = len(p1), max(deepnet.widths_of(p1))
     a, b = deepnet.norm(p1), deepnet.norm(p2)
     r = deepnet.norm([v - u for u, v in zip(p1, p2)])
-    rhs = _log_rhs(a, b, r, L, dm, tuple(key for k in statements for key in _RHS_KEYS[k]))
+    keys = tuple(key for k in statements for key in _RHS_KEYS[k])
+    rhs = _log_rhs(a, b, r, L, dm, keys) if keys else {}  # Lemma 4.1 alone has no polynomial right-hand side
     outs = []
     for p in (p1, p2):
         zs, hs = deepnet.forward_all(p, X, sigma)

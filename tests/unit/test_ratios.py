@@ -31,3 +31,15 @@ def test_proof_log_ratios_equal_the_checked_functions(gen):
                 r = r.flatten(1).amax(1) if r.ndim > 1 else r
                 want = r.view(2, -1).amax(0) if r.shape[0] == 40 else r
             assert torch.allclose(row, want, rtol=1e-10), k
+
+
+def test_each_statement_alone_equals_its_value_among_all(gen):
+    """Asked for one statement (Lemma 4.1 alone has no polynomial right-hand side), the lean path returns the value it
+    returns among all of them."""
+    p1, p2 = search.random_pairs([3, 4, 4, 1], 6, generator=gen)
+    X = deepnet.ball_data(5, 3, generator=gen)
+    y = torch.randn(5, generator=gen, dtype=torch.float64).to(X)
+    every = ratios.proof_log_ratios(p1, p2, X, y, "tanh")
+    for k in smoothness.STATEMENTS:
+        alone = ratios.proof_log_ratios(p1, p2, X, y, "tanh", [k])
+        assert list(alone) == [k] and torch.allclose(alone[k], every[k], rtol=1e-12, atol=0), k

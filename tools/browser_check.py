@@ -130,8 +130,7 @@ PAGE_REPORT_JS = r"""
   const mathEls = [...article.querySelectorAll('span.math, div.math')];
   const q = (sel) => [...article.querySelectorAll(sel)];
   // the tables the book generates (landing, coverage and status pages): they must fit the content column
-  const GENERATED = 'div.exec-table table, table.chapter-table, table.coverage-chapters, table.coverage-table, '
-      + 'table.deviations-table, table.retired-table, table.code-changes-table, table.ledger-table';
+  const GENERATED = 'div.exec-table table, table.generated-table';  // the class companion._book gives its tables
   const outputs = q('.cell_output');
   const tracebacks = q('.cell_output .traceback, .cell_output .output.error')
       .concat(outputs.filter(o => /Traceback \(most recent call last\)/.test(o.textContent)))
@@ -187,7 +186,7 @@ PAGE_REPORT_JS = r"""
     }),
     viewportWidth: document.documentElement.clientWidth,
     generatedTables: q(GENERATED).filter(t => t.scrollWidth > t.parentElement.clientWidth + 1)
-      .map(t => t.className.replace(' table', '') || 'table'),
+      .map(t => [...t.classList].find(c => c.endsWith('-table') && c !== 'generated-table') || 'table'),
     overflowingHeads: q(GENERATED.split(', ').map(s => s + ' th').join(', '))
       .filter(th => th.scrollWidth > th.clientWidth + 1).map(th => th.textContent.trim()),
   };

@@ -194,8 +194,10 @@ def _row(cells) -> nodes.row:
 
 
 def _table(cls: str, columns: dict[str, int]):
-    """An empty docutils table with a header row: ``(table, body, row)``, where ``row(cells)`` makes a body row."""
-    table = nodes.table(classes=[cls, "colwidths-given"])
+    """An empty docutils table with a header row: ``(table, body, row)``, where ``row(cells)`` makes a body row. Its
+    classes: ``cls`` and ``generated-table``, the one class that the site's stylesheet (fixed layout, wrapped cells)
+    and the browser check (``tools/browser_check.py``: no table wider than its column) select."""
+    table = nodes.table(classes=[cls, "generated-table", "colwidths-given"])
     tgroup = nodes.tgroup(cols=len(columns))
     table += tgroup
     for width in columns.values():

@@ -994,7 +994,7 @@ def _rop_hvp_fn(params: Params, X: Tensor, net: Net, c: Tensor, gauss_newton: bo
     E, m = a.shape
     k = [s / math.sqrt(m) for s in net.scales(H)]
     with torch.no_grad():
-        f, xs, zs = _forward([p.detach() for p in params], X, net)
+        _, xs, zs = _forward([p.detach() for p in params], X, net)
         d1 = [act.d1(z) for z in zs]
         d2 = [act.d2(z) for z in zs]
         g = c.unsqueeze(-1) * a.unsqueeze(-2)  # ∂(Σ c_i f_i)/∂x_H per input, (E, n, m)
@@ -1374,7 +1374,7 @@ def weighted_output_hessian_norm(
     if c.shape != (E, X.shape[-2]):
         raise ValueError(f"c must have shape {(E, X.shape[-2])}, got {tuple(c.shape)}")
     c = c.detach()
-    res = _operator_norm(params, _rop_hvp_fn(params, X, net, c.detach()), iters, generator)
+    res = _operator_norm(params, _rop_hvp_fn(params, X, net, c), iters, generator)
     return res.norm
 
 

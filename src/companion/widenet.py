@@ -1302,8 +1302,9 @@ def output_hessian_norms(
 def loss_hessian_norm(
     params: Params, X: Tensor, y: Tensor, net: Net = Net(), *, iters: int = 30, generator: torch.Generator | None = None
 ) -> Tensor:
-    """``‖∇²L(θ)‖`` per member, ``(E,)``, ``L = ½ Σ_i (f_i − y_i)²``, by Lanczos on :func:`loss_hvp`
-    (paper C's loss-Hessian bound ``‖∇²L‖ ≤ ‖J‖² + √n ‖r‖ max_i ‖∇²f_i‖``; :ref:`ch-parameter-ball`).
+    """``‖∇²L(θ)‖`` per member, ``(E,)``, ``L = ½ Σ_i (f_i − y_i)²``, by Lanczos on :func:`loss_hvp`'s product
+    (computed by the R-operator, :func:`_rop_hvp_fn`, equal up to rounding; tested); paper C's loss-Hessian bound
+    ``‖∇²L‖ ≤ ‖J‖² + √n ‖r‖ max_i ‖∇²f_i‖`` (:ref:`ch-parameter-ball`).
 
     Parameters
     ----------
@@ -1340,7 +1341,8 @@ def loss_hessian_norm(
 def weighted_output_hessian_norm(
     params: Params, X: Tensor, c: Tensor, net: Net = Net(), *, iters: int = 30, generator: torch.Generator | None = None
 ) -> Tensor:
-    """``‖Σ_i c_i ∇²f_i(θ)‖`` per member, ``(E,)``, by Lanczos on :func:`weighted_output_hvp`; ``c``: ``(E, n)``
+    """``‖Σ_i c_i ∇²f_i(θ)‖`` per member, ``(E,)``, by Lanczos on :func:`weighted_output_hvp`'s product (computed
+    by the R-operator, :func:`_rop_hvp_fn`, equal up to rounding; tested); ``c``: ``(E, n)``
     (paper C, :ref:`ch-parameter-ball`: with ``c = r`` the term that the loss-Hessian bound controls by ``√n ‖r‖
     max_i ‖∇²f_i‖``).
 

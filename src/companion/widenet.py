@@ -1303,7 +1303,7 @@ def loss_hessian_norm(
     params: Params, X: Tensor, y: Tensor, net: Net = Net(), *, iters: int = 30, generator: torch.Generator | None = None
 ) -> Tensor:
     """``‖∇²L(θ)‖`` per member, ``(E,)``, ``L = ½ Σ_i (f_i − y_i)²``, by Lanczos on :func:`loss_hvp`'s product
-    (computed by the R-operator, :func:`_rop_hvp_fn`, equal up to rounding; tested); paper C's loss-Hessian bound
+    (computed by the R-operator, ``_rop_hvp_fn``, equal up to rounding; tested); paper C's loss-Hessian bound
     ``‖∇²L‖ ≤ ‖J‖² + √n ‖r‖ max_i ‖∇²f_i‖`` (:ref:`ch-parameter-ball`).
 
     Parameters
@@ -1342,7 +1342,7 @@ def weighted_output_hessian_norm(
     params: Params, X: Tensor, c: Tensor, net: Net = Net(), *, iters: int = 30, generator: torch.Generator | None = None
 ) -> Tensor:
     """``‖Σ_i c_i ∇²f_i(θ)‖`` per member, ``(E,)``, by Lanczos on :func:`weighted_output_hvp`'s product (computed
-    by the R-operator, :func:`_rop_hvp_fn`, equal up to rounding; tested); ``c``: ``(E, n)``
+    by the R-operator, ``_rop_hvp_fn``, equal up to rounding; tested); ``c``: ``(E, n)``
     (paper C, :ref:`ch-parameter-ball`: with ``c = r`` the term that the loss-Hessian bound controls by ``√n ‖r‖
     max_i ‖∇²f_i‖``).
 

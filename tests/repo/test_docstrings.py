@@ -7,6 +7,7 @@ import ast
 import importlib
 import inspect
 import pkgutil
+import re
 import textwrap
 
 import pytest
@@ -111,4 +112,18 @@ def _problems(fn) -> list[str]:
 def test_public_functions_have_parameters_returns_and_raises_sections(name):
     module = importlib.import_module(f"companion.{name}")
     problems = [f"companion.{name}.{qual}: {'; '.join(p)}" for qual, fn in _public_functions(module) if (p := _problems(fn))]
+    assert problems == [], "\n".join(problems)
+
+
+PRIVATE_REFERENCE = re.compile(r":(?:func|class|meth|attr|data|obj):`~?(?:[\w.]+\.)?_\w+`")
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_public_docstrings_cross_reference_only_documented_names(name):
+    """The API pages are built with warnings as errors, and a private name has no page: a public docstring names it
+    in literal backticks (````_helper````), never through a cross-reference role."""
+    module = importlib.import_module(f"companion.{name}")
+    docs = [(f"companion.{name}", module.__doc__ or "")]
+    docs += [(f"companion.{name}.{qual}", inspect.getdoc(fn) or "") for qual, fn in _public_functions(module)]
+    problems = [f"{where}: {m.group(0)}" for where, doc in docs for m in PRIVATE_REFERENCE.finditer(doc)]
     assert problems == [], "\n".join(problems)

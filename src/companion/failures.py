@@ -44,6 +44,7 @@ __all__ = [
     "growth_signs",
     "signs_agree",
     "exceptions",
+    "outcome_blind_predictor",
 ]
 
 TAU = 1e-2  #: failure: final population loss above ``TAU ‖a‖²``
@@ -297,3 +298,40 @@ def exceptions(predicted, fail, tied=None) -> dict:
         "mismatches": int((miss & ~tied).sum()),
         "tied_mismatches": int((miss & tied).sum()),
     }
+
+
+def outcome_blind_predictor(fail) -> np.ndarray:
+    """A predictor independent of the outcome by construction: within the failed runs, and within the others, the
+    first half (by member index, rounded up) is marked ``True``. Its 2 × 2 table against ``fail`` has equal rows up to
+    one count per column, so an association test on it finds nothing; it is the computed negative control of
+    :ref:`ch-failures`'s Fisher test of Section 4's sign rule (the test must reject it).
+
+    Parameters
+    ----------
+    fail : array of bool, shape ``(E,)``
+        Whether each run failed.
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape ``(E,)``
+        The predictor.
+
+    Raises
+    ------
+    ValueError
+        If ``fail`` is not one-dimensional.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> outcome_blind_predictor(np.array([True, False, True, True, False])).tolist()
+    [True, True, True, False, False]
+    """
+    fail = _numpy(fail).astype(bool)
+    if fail.ndim != 1:
+        raise ValueError(f"fail must be (E,), got shape {fail.shape}")
+    predictor = np.zeros_like(fail)
+    for group in (fail, ~fail):
+        members = np.flatnonzero(group)
+        predictor[members[: (members.size + 1) // 2]] = True
+    return predictor

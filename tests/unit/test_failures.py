@@ -4,9 +4,10 @@ the stop rule that takes decided members out of gd.run's batch, the growth signs
 
 import numpy as np
 import pytest
+import scipy.stats as sst
 import torch
 
-from companion import device, failures, gd, population, relunet
+from companion import device, failures, gd, phases, population, relunet
 
 
 def test_failed_is_one_threshold_with_nan_as_failure():
@@ -62,3 +63,16 @@ def test_signs_agree_and_exceptions_validate_shapes():
         failures.signs_agree(np.array([1, 1]))
     with pytest.raises(ValueError):
         failures.exceptions(np.array([True]), np.array([True, False]))
+
+
+@pytest.mark.parametrize("size, share", [(1000, 0.5), (701, 0.47), (7, 0.3), (5, 0.0)])
+def test_outcome_blind_predictor_splits_each_outcome_in_halves(size, share):
+    fail = np.random.default_rng(size).random(size) < share
+    predictor = failures.outcome_blind_predictor(fail)
+    table = phases.failure_table(predictor, fail)
+    assert table.sum() == size
+    assert np.all(table[0] - table[1] >= 0) and np.all(table[0] - table[1] <= 1)  # equal rows, up to one count
+    assert sst.fisher_exact(table)[1] > 0.5
+    assert failures.outcome_blind_predictor(torch.tensor(fail)).tolist() == predictor.tolist()
+    with pytest.raises(ValueError):
+        failures.outcome_blind_predictor(fail.reshape(1, -1))

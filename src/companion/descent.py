@@ -8,7 +8,8 @@ step rule).
   which also keeps what Theorem 4.8's proof tracks (:func:`observers` records it through the engine).
 * :func:`make_loss_and_grad`, the engine's closure for paper A's network on the lemmas' domain.
 * :func:`exact_excess`, Lemma 4.7's one-step excess at a float64 point recomputed in ball arithmetic, for the
-  steps whose excess float64 cannot resolve.
+  steps whose excess float64 cannot resolve; :func:`rounding_band`, the relative band inside which the working
+  precision cannot resolve it (the tracker's ``tol``).
 
 Norms and losses are tensors with a leading ensemble axis ``(E,)``; polynomials are evaluated in log space by
 :mod:`companion.polysum`. Used by :ref:`ch-descent` (Lemmas 4.6–4.7) and :ref:`ch-rate` (Theorem 4.8 runs with the
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from . import activations, deepnet, gd, validation
+from . import activations, deepnet, device, gd, validation
 from ._paper_a import check_cJ as _check_cJ
 from ._paper_a import check_devices as _check_devices
 from ._paper_a import check_dmax as _check_dmax
@@ -48,6 +49,7 @@ __all__ = [
     "Tracker",
     "exact_excess",
     "one_step_excess",
+    "rounding_band",
 ]
 
 
@@ -652,3 +654,57 @@ def one_step_excess(
     stepped = [w - step.view(-1, *([1] * (w.ndim - 1))) * g for w, g in zip(params, grads)]
     g2 = sum(g.flatten(1).pow(2).sum(1) for g in grads)
     return deepnet.loss(stepped, X, y, act) - loss + step * g2 / (2 * L), loss
+
+
+def rounding_band(rules: Sequence, n: int, dtype: torch.dtype | None = None) -> float:
+    """The relative rounding band ``band_factor · n · ε`` of Lemma 4.7's one-step descent check.
+
+    Paper A, Lemma 4.7 (:ref:`ch-descent`, :ref:`ch-rate`). The loss is a mean of ``n`` squares, so two evaluations
+    of it in the working precision (machine epsilon ``ε``, ``2^-52`` in float64) can differ by about
+    ``2 n ε 𝓛(W_t)`` through rounding alone: a step whose excess
+    ``𝓛(W_{t+1}) − 𝓛(W_t) + (η_t/2L)‖∇𝓛(W_t)‖²`` lies within ``band · 𝓛(W_t)`` of 0 can be neither confirmed nor
+    counted as a violation (the ``tol`` of :class:`Tracker`; :func:`exact_excess` decides such steps). The band's
+    numbers are registered with the descent rows; this checks that every row registers the same band, that its
+    ``n`` is the data's and its ``ε`` the working dtype's, and returns it.
+
+    Parameters
+    ----------
+    rules
+        One or more registered rules (e.g. :meth:`companion.claims.ClaimCheck.rule`), each with the parameters
+        ``band_factor``, ``n`` and ``eps`` (anything indexable by those names).
+    n
+        The number of samples of the loss.
+    dtype
+        The working floating dtype (default: :func:`companion.device.get_dtype`).
+
+    Returns
+    -------
+    float
+        ``band_factor · n · eps``, relative to ``𝓛(W_t)`` (a scalar).
+
+    Raises
+    ------
+    ValueError
+        When ``rules`` is empty, the rules register different bands, or their ``n`` or ``eps`` is not the data's
+        ``n`` or the dtype's machine epsilon.
+
+    Examples
+    --------
+    >>> import torch
+    >>> band = {"band_factor": 2, "n": 32, "eps": 2.0**-52}
+    >>> rounding_band([band, dict(band)], n=32, dtype=torch.float64)
+    1.4210854715202004e-14
+    """
+    rules = list(rules)
+    if not rules:
+        raise ValueError("rules: at least one registered rule expected")
+    keys = ("band_factor", "n", "eps")
+    first = {k: rules[0][k] for k in keys}
+    for i, rule in enumerate(rules[1:], start=1):
+        other = {k: rule[k] for k in keys}
+        if other != first:
+            raise ValueError(f"rules[{i}] registers the band {other}, rules[0] {first}")
+    eps = torch.finfo(device.get_dtype() if dtype is None else dtype).eps
+    if first["n"] != n or first["eps"] != eps:
+        raise ValueError(f"the registered band has n = {first['n']}, eps = {first['eps']}; the data n = {n}, eps = {eps}")
+    return first["band_factor"] * first["n"] * first["eps"]

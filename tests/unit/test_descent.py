@@ -226,3 +226,17 @@ def test_exact_excess_rejects_bad_input():
         descent.exact_excess(W, X, X[:, 0], ["tanh"])
     with pytest.raises(ValueError, match="not smooth"):
         descent.exact_excess(W, X, X[:, 0], "relu")
+
+
+# ----------------------------------------------------------------------------- the rounding band
+def test_rounding_band_is_the_registered_product_and_checks_agreement():
+    band = {"band_factor": 2, "n": 32, "eps": torch.finfo(torch.float64).eps}
+    assert descent.rounding_band([band, dict(band)], n=32, dtype=torch.float64) == 2 * 32 * 2.0**-52
+    with pytest.raises(ValueError, match="rules\\[1\\]"):
+        descent.rounding_band([band, {**band, "band_factor": 4}], n=32, dtype=torch.float64)
+    with pytest.raises(ValueError, match="data n = 8"):
+        descent.rounding_band([band], n=8, dtype=torch.float64)
+    with pytest.raises(ValueError, match="eps"):
+        descent.rounding_band([band], n=32, dtype=torch.float32)
+    with pytest.raises(ValueError, match="at least one"):
+        descent.rounding_band([], n=32)

@@ -45,6 +45,7 @@ from .model import Params
 
 __all__ = [
     "ARCHS",
+    "ENTRY_REFINE",
     "c_sigma",
     "depth",
     "check_params",
@@ -84,11 +85,14 @@ __all__ = [
     "radius_sweep",
     "entry_radius_sweep",
     "sweep_point",
+    "sweep_draws",
     "dense_reference_errors",
     "radius_exponent",
 ]
 
 ARCHS = ("fc", "res")
+#: the projected-gradient steps after the first-order step of :func:`gram_entry_ascent` in the chapter's sweeps
+ENTRY_REFINE = 2
 
 
 # ----------------------------------------------------------------------------------------------- set-up
@@ -1727,7 +1731,7 @@ def ball_measurements(
     hessian: bool = True,
     taylor: bool = True,
     entry: bool = True,
-    entry_refine: int = 2,
+    entry_refine: int = ENTRY_REFINE,
     derivatives: bool = False,
     products: bool = False,
 ) -> dict:
@@ -2049,7 +2053,17 @@ def radius_sweep(
 
 
 def entry_radius_sweep(
-    m: int, H: int, radii, *, n: int, d: int, members: int, net: Net = Net(), data_seed: int, init_seed: int, refine: int = 2
+    m: int,
+    H: int,
+    radii,
+    *,
+    n: int,
+    d: int,
+    members: int,
+    net: Net = Net(),
+    data_seed: int,
+    init_seed: int,
+    refine: int = ENTRY_REFINE,
 ) -> dict:
     """The entrywise Gram drift over the whole ball, every entry ascended at every radius (paper C's
     ``|ΔG_H,ij| ≤ TD/√m`` for ``D`` up to where ``D/√m`` is no longer small; :ref:`ch-parameter-ball`).
@@ -2176,11 +2190,7 @@ def sweep_point(
     dict of str to ndarray, each (members,)
         The measurements by name.
     """
-    g = _device.generator(data_seed)
-    X = sphere_inputs(members * n, d, generator=g).reshape(members, n, d)
-    y = randn((members, n), generator=g, dtype=X.dtype, device=X.device)
-    gi = _device.generator(init_seed)
-    p = init_params(d, m, H, members, generator=gi, dtype=X.dtype, device=X.device)
+    p, X, y, gi = _sweep_draws(m, H, n=n, d=d, members=members, data_seed=data_seed, init_seed=init_seed)
     out = ball_measurements(
         p,
         X,
@@ -2198,6 +2208,56 @@ def sweep_point(
     if loss:
         out.update({f"loss_{k}": v for k, v in loss_hessian_measurements(p, X, y, D, net, iters=iters, generator=gi).items()})
     return {k: v.cpu().numpy() for k, v in out.items()}
+
+
+def _sweep_draws(m: int, H: int, *, n: int, d: int, members: int, data_seed: int, init_seed: int):
+    """``(params, X, y, generator)`` of one sweep point: the inputs and targets from ``data_seed``, then the
+    initialisation from ``init_seed``, whose generator (returned) goes on to draw the point's directions."""
+    g = _device.generator(data_seed)
+    X = sphere_inputs(members * n, d, generator=g).reshape(members, n, d)
+    y = randn((members, n), generator=g, dtype=X.dtype, device=X.device)
+    gi = _device.generator(init_seed)
+    p = init_params(d, m, H, members, generator=gi, dtype=X.dtype, device=X.device)
+    return p, X, y, gi
+
+
+def sweep_draws(m: int, H: int, *, n: int, d: int, members: int, data_seed: int, init_seed: int) -> tuple:
+    """The network and data of one point of :ref:`ch-parameter-ball`'s sweeps, exactly as :func:`sweep_point` draws
+    them (paper C): ``members`` initialisations of width ``m`` and depth ``H`` from ``device.generator(init_seed)``,
+    each with its own ``n`` inputs on the sphere in ``ℝ^d`` and targets from ``device.generator(data_seed)``. A
+    chapter measures something more at a sweep's point with it (e.g. a longer search than the sweep's).
+
+    Parameters
+    ----------
+    m : int
+        The width.
+    H : int
+        The depth.
+    n : int
+        Inputs per member.
+    d : int
+        The input dimension.
+    members : int
+        The ensemble size.
+    data_seed : int
+        The seed of the inputs and targets.
+    init_seed : int
+        The seed of the initialisation.
+
+    Returns
+    -------
+    tuple
+        ``(params, X, y)``: the parameters (a list of tensors with leading axis ``members``, as :func:`init_params`),
+        the inputs ``(members, n, d)`` and the targets ``(members, n)``.
+
+    Examples
+    --------
+    >>> params, X, y = sweep_draws(16, 2, n=3, d=4, members=2, data_seed=0, init_seed=1)
+    >>> tuple(X.shape), tuple(y.shape), tuple(params[0].shape)
+    ((2, 3, 4), (2, 3), (2, 16, 4))
+    """
+    params, X, y, _ = _sweep_draws(m, H, n=n, d=d, members=members, data_seed=data_seed, init_seed=init_seed)
+    return params, X, y
 
 
 def dense_reference_errors(

@@ -214,6 +214,16 @@ def test_sweep_point_is_reproducible():
     assert all((a[k] == b[k]).all() for k in a) and a["J"].shape == (2,)
 
 
+def test_sweep_draws_are_the_sweep_points_draws():
+    """A longer search on sweep_draws reproduces the sweep point's entrywise maximum at the sweep's own steps."""
+    point = wn.sweep_point(16, 2, 0.5, n=4, d=3, members=2, data_seed=0, init_seed=1, iters=6, hessian=False)
+    params, X, y = wn.sweep_draws(16, 2, n=4, d=3, members=2, data_seed=0, init_seed=1)
+    assert X.shape == (2, 4, 3) and y.shape == (2, 4)
+    steps = wn.gram_entry_ascent(params, X, 0.5, wn.Net(), refine=4 * wn.ENTRY_REFINE)["steps"]
+    assert torch.equal(steps[wn.ENTRY_REFINE], torch.as_tensor(point["gram_entry"]))
+    assert torch.all(steps[-1] >= steps[wn.ENTRY_REFINE])  # the best found never falls with more steps
+
+
 def test_device_and_dtype_mixes_are_named(gen):
     """Several tensors in one call: a ValueError naming both (float32 and meta-device stand-ins for a second device)."""
     net, p, X = _setup(gen, "fc")

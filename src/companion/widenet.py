@@ -2044,10 +2044,7 @@ def radius_sweep(
     dict of str to ndarray
         ``(R, members)`` values by name; ``hess`` and ``hess_conv`` ``(members,)``.
     """
-    g = _device.generator(data_seed)
-    X = sphere_inputs(members * n, d, generator=g).reshape(members, n, d)
-    gi = _device.generator(init_seed)
-    p = init_params(d, m, H, members, generator=gi, dtype=X.dtype, device=X.device)
+    p, X, _, gi = _sweep_draws(m, H, n=n, d=d, members=members, data_seed=data_seed, init_seed=init_seed)
     out = radius_measurements(p, X, radii, net, iters=iters, generator=gi)
     return {k: v.cpu().numpy() for k, v in out.items()}
 
@@ -2108,10 +2105,7 @@ def entry_radius_sweep(
     radii = [float(D) for D in radii]
     if not radii or any(not (D > 0) for D in radii):
         raise ValueError(f"radii must be positive, got {radii}")
-    g = _device.generator(data_seed)
-    X = sphere_inputs(members * n, d, generator=g).reshape(members, n, d)
-    gi = _device.generator(init_seed)
-    p = init_params(d, m, H, members, generator=gi, dtype=X.dtype, device=X.device)
+    p, X, _, _ = _sweep_draws(m, H, n=n, d=d, members=members, data_seed=data_seed, init_seed=init_seed)
     found = [gram_entry_ascent(p, X, D, net, refine=refine) for D in radii]
     return {
         "gram_entry": torch.stack([f["entry"] for f in found]).cpu().numpy(),

@@ -7,8 +7,10 @@ setting the second kind aside by a rule about where they ended, :func:`continue_
 the same search, and records after every round the parameter norm ``‖θ‖`` and the gradient norm ``‖∇L‖``.
 :func:`escaping` then decides each run by what it *does*: it reached a stationary point (``‖∇L‖ ≤ c ε S``,
 :func:`companion.population.stationarity_ratio`), or it escapes — ``‖θ‖`` grows and ``‖∇L‖`` falls at every round, the
-signature of a critical point at infinity — or it stalled, which counts against the search. Explained in
-:ref:`ch-landscape`.
+signature of a critical point at infinity. A run the rounds leave undecided (far out on a valley whose narrow,
+curved floor a free step leaves) goes on along spheres of growing radius, :func:`continue_in_radius`, where it
+escapes (``‖∇L‖`` falling from sphere to sphere) or passes near a stationary point; a run that does none of these
+has stalled, which counts against the search. Explained in :ref:`ch-landscape`.
 
 Examples
 --------
@@ -35,10 +37,65 @@ __all__ = [
     "Continuation",
     "ValleyTolerance",
     "continue_search",
+    "continue_in_radius",
     "escaping",
     "neuron_tilt",
     "valley_tolerance",
 ]
+
+
+def _scaled_gradient(theta: Tensor, a: Tensor, k: int, d: int) -> tuple[Tensor, Tensor]:
+    """The search's residual ``ρ = (∇_{w_l}L/v_l, ∇_{v_l}L/‖w_l‖)_l`` ``(E, p)`` and its Jacobian ``(E, p, p)`` at the
+    flat parameters ``theta (E, p)`` (closed-form Hessian and the product rule; :func:`find_stationary`)."""
+    WW, vv = population.unflatten_params(theta, k, d)
+    gW, gv = population._loss_gradient(WW, vv, a)[1:]
+    n = WW.norm(dim=-1)  # (E, k)
+    rho = torch.cat([(gW / vv[..., None]).flatten(-2), gv / n], -1)
+    H = population.hessian(WW, vv, a)
+    Jm = H * torch.cat([(1 / vv)[..., None].expand(*vv.shape, d).flatten(-2), 1 / n], -1)[..., :, None]
+    wb = WW / n[..., None]
+    kd = k * d
+    for l in range(k):  # d/dw_l of 1/‖w_l‖ and d/dv_l of 1/v_l
+        Jm[..., kd + l, l * d : (l + 1) * d] -= (gv[..., l] / n[..., l] ** 2)[..., None] * wb[..., l, :]
+        Jm[..., l * d : (l + 1) * d, kd + l] -= gW[..., l, :] / vv[..., l : l + 1] ** 2
+    return rho, Jm
+
+
+def _levenberg_marquardt(
+    theta: Tensor, a: Tensor, k: int, d: int, *, iters: int, damping: float = 1e-3, on_sphere: bool = False
+) -> Tensor:
+    """Batched Levenberg–Marquardt on ``‖ρ(θ)‖²`` (:func:`_scaled_gradient`) from ``theta (E, p)``; returns ``(E, p)``.
+
+    A step solves ``(JᵀJ + λI) δ = −Jᵀρ`` and is kept only if ``‖ρ‖`` decreases (then λ ÷ 3, else λ × 4). With
+    ``on_sphere`` the search stays on the sphere ``‖θ‖ = ‖theta‖``: ``J`` is replaced by ``JP``, ``P`` the projection
+    onto the sphere's tangent space at the current point (so ``δ`` lies in it), and ``θ + δ`` is scaled back to the
+    sphere (:func:`continue_in_radius`)."""
+    theta = theta.clone()
+    lam = torch.full(theta.shape[:-1], float(damping), dtype=theta.dtype, device=theta.device)
+    eye = torch.eye(theta.shape[-1], dtype=theta.dtype, device=theta.device)
+    radius = theta.norm(dim=-1, keepdim=True)
+    rho, Jm = _scaled_gradient(theta, a, k, d)
+    rn = rho.norm(dim=-1)
+    for _ in range(iters):
+        if on_sphere:
+            u = theta / radius
+            Jm_step = Jm - (Jm @ u[..., :, None]) * u[..., None, :]  # J P, P = I - u uᵀ
+        else:
+            Jm_step = Jm
+        JT = Jm_step.transpose(-1, -2)
+        step = -torch.linalg.solve(JT @ Jm_step + lam[..., None, None] * eye, (JT @ rho[..., None]))[..., 0]
+        new = theta + step
+        if on_sphere:
+            new = new * (radius / new.norm(dim=-1, keepdim=True))
+        rho_new, J_new = _scaled_gradient(new, a, k, d)
+        rn_new = rho_new.norm(dim=-1)
+        ok = torch.isfinite(rn_new) & (rn_new < rn) & torch.isfinite(J_new).flatten(-2).all(-1)
+        theta = torch.where(ok[..., None], new, theta)
+        rho = torch.where(ok[..., None], rho_new, rho)
+        Jm = torch.where(ok[..., None, None], J_new, Jm)
+        rn = torch.where(ok, rn_new, rn)
+        lam = torch.where(ok, lam / 3, lam * 4).clamp(1e-15, 1e12)
+    return theta
 
 
 def find_stationary(W: Tensor, v: Tensor, a: Tensor, iters: int = 100, damping: float = 1e-3) -> tuple[Tensor, Tensor, Tensor]:
@@ -81,41 +138,7 @@ def find_stationary(W: Tensor, v: Tensor, a: Tensor, iters: int = 100, damping: 
     population._check_net(W, v, a)
     validation.positive_int("iters", iters)
     k, d = W.shape[-2], W.shape[-1]
-    p = k + k * d
-    theta = population.flatten_params(W, v).clone()
-    lam = torch.full(theta.shape[:-1], float(damping), dtype=theta.dtype, device=theta.device)
-    eye = torch.eye(p, dtype=theta.dtype, device=theta.device)
-
-    def rho_and_jac(th, with_jac=True):
-        WW, vv = population.unflatten_params(th, k, d)
-        gW, gv = population._loss_gradient(WW, vv, a)[1:]
-        n = WW.norm(dim=-1)  # (E, k)
-        rho = torch.cat([(gW / vv[..., None]).flatten(-2), gv / n], -1)
-        if not with_jac:
-            return rho, None, gW, gv
-        H = population.hessian(WW, vv, a)
-        Jm = H * torch.cat([(1 / vv)[..., None].expand(*vv.shape, d).flatten(-2), 1 / n], -1)[..., :, None]
-        wb = WW / n[..., None]
-        kd = k * d
-        for l in range(k):  # d/dw_l of 1/‖w_l‖ and d/dv_l of 1/v_l
-            Jm[..., kd + l, l * d : (l + 1) * d] -= (gv[..., l] / n[..., l] ** 2)[..., None] * wb[..., l, :]
-            Jm[..., l * d : (l + 1) * d, kd + l] -= gW[..., l, :] / vv[..., l : l + 1] ** 2
-        return rho, Jm, gW, gv
-
-    rho, Jm, _, _ = rho_and_jac(theta)
-    rn = rho.norm(dim=-1)
-    for _ in range(iters):
-        JT = Jm.transpose(-1, -2)
-        step = -torch.linalg.solve(JT @ Jm + lam[..., None, None] * eye, (JT @ rho[..., None]))[..., 0]
-        new = theta + step
-        rho_new, J_new, _, _ = rho_and_jac(new)
-        rn_new = rho_new.norm(dim=-1)
-        ok = torch.isfinite(rn_new) & (rn_new < rn) & torch.isfinite(J_new).flatten(-2).all(-1)
-        theta = torch.where(ok[..., None], new, theta)
-        rho = torch.where(ok[..., None], rho_new, rho)
-        Jm = torch.where(ok[..., None, None], J_new, Jm)
-        rn = torch.where(ok, rn_new, rn)
-        lam = torch.where(ok, lam / 3, lam * 4).clamp(1e-15, 1e12)
+    theta = _levenberg_marquardt(population.flatten_params(W, v), a, k, d, iters=iters, damping=damping)
     W_out, v_out = population.unflatten_params(theta, k, d)
     gW, gv = population._loss_gradient(W_out, v_out, a)[1:]
     return W_out, v_out, population.flatten_params(gW, gv).norm(dim=-1)
@@ -407,6 +430,111 @@ def continue_search(
         theta_hist.append(theta_k)
         grad_hist.append(grad_k)
     return Continuation(W, v, ratio, torch.stack(theta_hist), torch.stack(grad_hist), stationary_at)
+
+
+def continue_in_radius(
+    W: Tensor,
+    v: Tensor,
+    a: Tensor,
+    *,
+    steps: int,
+    growth: float,
+    iters: int = 40,
+    c_stat: float = 64.0,
+) -> Continuation:
+    """Continue runs that the rounds of :func:`continue_search` left undecided along spheres of growing radius
+    (Theorem 1, :ref:`ch-landscape`).
+
+    On a valley to a critical point at infinity the search's merit ``‖ρ‖²`` falls only along a curved, narrow
+    floor, and a free step in the flat direction leaves it: the rounds stop moving. Here the radius is the
+    parameter of the path instead: for ``j = 1, …, steps`` the run minimises ``‖ρ‖²`` on the sphere
+    ``‖θ‖ = (1 + growth)^j ‖θ₀‖`` (Levenberg–Marquardt projected onto the sphere's tangent space), started from the
+    secant through its last two points (the first from the point scaled to the new radius). A run that escapes
+    has ``‖∇L‖`` falling at every step (:func:`escaping` on the returned history; ``‖θ‖`` grows by construction),
+    and one with ``‖∇L‖ ≤ c_stat · ε S`` is stationary and taken out. A run whose ``‖∇L‖`` rises from one sphere
+    to the next has passed near a stationary point at a finite distance: it leaves the spheres, its history stops
+    (so it does not escape), and its point of smallest ``‖∇L‖`` is returned, for the free search
+    (:func:`continue_search`) to go on from.
+
+    Parameters
+    ----------
+    W, v
+        The runs' points, ``(E, k, d)`` and ``(E, k)`` (signed output weights).
+    a
+        The target ``(d,)``.
+    steps
+        The spheres.
+    growth
+        The relative growth of the radius per step, ``> 0``.
+    iters
+        Levenberg–Marquardt iterations on each sphere.
+    c_stat
+        Rule 1: a run is stationary when ``‖∇L‖ ≤ c_stat · ε S``.
+
+    Returns
+    -------
+    Continuation
+        As :func:`continue_search`, with ``theta_norm`` and ``grad_norm`` ``(steps + 1, E)`` over the spheres and
+        ``stationary_at`` the step after which a run was stationary; ``W``, ``v`` and ``ratio`` are a run's last
+        point, or for one that left the spheres its point of smallest ``‖∇L‖``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`companion.population.loss`, or when ``steps`` or ``iters`` is not a positive integer or
+        ``growth`` is not a positive finite number.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from companion import landscape
+    >>> a = torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64)
+    >>> W = torch.tensor([[[0.6, 0.8, 0.0, 0.0], [0.6, 0.79, 0.01, 0.0]]], dtype=torch.float64) * 5
+    >>> v = torch.tensor([[4.0, -4.0]], dtype=torch.float64)
+    >>> out = landscape.continue_in_radius(W, v, a, steps=3, growth=0.02, iters=5)
+    >>> tuple(out.grad_norm.shape), bool((out.theta_norm[1:] > out.theta_norm[:-1]).all())
+    ((4, 1), True)
+    """
+    population._check_net(W, v, a)
+    validation.positive_int("steps", steps)
+    validation.positive_int("iters", iters)
+    growth = validation.nonnegative("growth", growth)
+    if growth == 0:
+        raise ValueError("growth must be a positive finite number, got 0")
+    k, d = W.shape[-2], W.shape[-1]
+    theta = population.flatten_params(W, v).clone()
+    theta0, grad0, ratio = _norms(W, v, a)
+    theta_hist, grad_hist = [theta0], [grad0]
+    stationary_at = torch.where(ratio <= c_stat, 0, -1)
+    on_spheres = stationary_at < 0
+    closest, closest_grad = theta.clone(), grad0.clone()  # each run's point of smallest ||grad L|| so far
+    previous = None
+    for j in range(1, steps + 1):
+        live = on_spheres.nonzero()[:, 0]
+        theta_j, grad_j = theta_hist[-1].clone(), grad_hist[-1].clone()
+        if len(live):
+            here = theta[live]
+            guess = here if previous is None else 2 * here - previous[live]
+            radius = theta0[live] * (1 + growth) ** j
+            guess = guess * (radius / guess.norm(dim=-1))[:, None]
+            previous = theta.clone()
+            theta[live] = _levenberg_marquardt(guess, a, k, d, iters=iters, on_sphere=True)
+            W_live, v_live = population.unflatten_params(theta[live], k, d)
+            theta_live, grad_live, ratio_live = _norms(W_live, v_live, a)
+            rose = grad_live >= grad_j[live]
+            nearer = grad_live < closest_grad[live]
+            closest[live[nearer]], closest_grad[live[nearer]] = theta[live[nearer]], grad_live[nearer]
+            theta_j[live], grad_j[live], ratio[live] = theta_live, grad_live, ratio_live
+            stationary_at[live[ratio_live <= c_stat]] = j
+            on_spheres[live[(ratio_live <= c_stat) | rose]] = False
+            left = live[rose & (ratio_live > c_stat)]  # passed near a stationary point between two spheres
+            if len(left):
+                theta[left] = closest[left]
+                ratio[left] = population.stationarity_ratio(*population.unflatten_params(closest[left], k, d), a)
+        theta_hist.append(theta_j)
+        grad_hist.append(grad_j)
+    W_out, v_out = population.unflatten_params(theta, k, d)
+    return Continuation(W_out, v_out, ratio, torch.stack(theta_hist), torch.stack(grad_hist), stationary_at)
 
 
 def escaping(theta_norm: Tensor, grad_norm: Tensor) -> Tensor:

@@ -70,7 +70,6 @@ __all__ = [
     "J",
     "stationarity_scale",
     "stationarity_ratio",
-    "escaping_pair",
     "classify_stationary",
     "CLASSES",
     "effective_pair",
@@ -1068,58 +1067,6 @@ def stationarity_ratio(W: Tensor, v: Tensor, a: Tensor) -> Tensor:
     _check_net(W, v, a)
     g = flatten_params(*_loss_gradient(W, v, a)[1:]).norm(dim=-1)
     return g / (torch.finfo(W.dtype).eps * stationarity_scale(W, v, a))
-
-
-def escaping_pair(
-    W: Tensor, v: Tensor, a: Tensor, *, loss_band: float = 0.01, max_angle: float = 0.1, min_output: float = 2.0
-) -> Tensor:
-    """k = 2 points on the valley that leads to infinity next to Theorem 1's manifolds (:ref:`ch-landscape`), ``(E,)`` bool.
-
-    Two nearly parallel neurons with large output weights of opposite signs compute, as the weights grow and the
-    angle shrinks, ``f(x) → 1{uᵀx > 0} aᵀx`` (a finite difference of ReLU): loss ``→ ‖a‖²/4`` from below and
-    gradient ``→ 0``, with no stationary point at a finite distance. The rule: loss in
-    ``[(1/4 − loss_band)‖a‖², ‖a‖²/4)``, angle between the neurons ``≤ max_angle``, ``v_1 v_2 < 0`` and
-    ``|v_l| ‖w_l‖ ≥ min_output ‖a‖`` for both neurons. ``W (E, 2, d)``, ``v (E, 2)``, ``a (d,)``.
-
-    Parameters
-    ----------
-    W : Tensor, (E, 2, d)
-        The first-layer weights.
-    v : Tensor, (E, 2)
-        The signed output weights.
-    a : Tensor, (d,)
-        The target.
-    loss_band : float
-        The width of the loss band below ``‖a‖²/4``, relative to ``‖a‖²``.
-    max_angle : float
-        The largest angle between the neurons.
-    min_output : float
-        The smallest ``|v_l| ‖w_l‖``, relative to ``‖a‖``.
-
-    Returns
-    -------
-    Tensor of bool, (E,)
-        Whether each point lies on the escaping valley.
-
-    Raises
-    ------
-    ValueError
-        As :func:`loss`, or when ``k ≠ 2``.
-    """
-    if v.shape[-1] != 2:
-        raise ValueError("escaping_pair is about k = 2")
-    _check_net(W, v, a)
-    na2 = (a * a).sum()
-    L = loss(W, v, a)
-    th = angle(W[..., 0, :], W[..., 1, :])
-    out = v.abs() * W.norm(dim=-1)
-    return (
-        (L >= (0.25 - loss_band) * na2)
-        & (L < 0.25 * na2)
-        & (th <= max_angle)
-        & (v[..., 0] * v[..., 1] < 0)
-        & (out >= min_output * na2.sqrt()).all(-1)
-    )
 
 
 CLASSES = (

@@ -30,6 +30,54 @@ def test_a_run_near_a_manifold_becomes_stationary_and_is_taken_out():
     assert (out.ratio[out.stationary_at >= 0] <= 64).all()
 
 
+def _valley_point(beta=30.0, h=1e-2):
+    """A k = 2 point on the valley to infinity: two nearly parallel neurons with opposite outputs ~ beta / h
+    compute a finite difference of ReLU, f(x) ~ 1{u x > 0} a x."""
+    a = torch.zeros(4, dtype=DT)
+    a[0] = 1.0
+    u = torch.tensor([0.6, 0.8, 0.0, 0.0], dtype=DT)
+    b = a - (a @ u) * u
+    W = torch.stack([u + h * b / beta, u])[None]
+    v = torch.tensor([[beta / h, -beta / h + (a @ u).item()]], dtype=DT)
+    return W, v, a
+
+
+def test_a_run_on_the_valley_to_infinity_escapes_along_the_spheres():
+    W, v, a = _valley_point()
+    assert P.stationarity_ratio(W, v, a) > 1e6  # far from stationary
+    out = landscape.continue_in_radius(W, v, a, steps=6, growth=0.02, iters=40)
+    assert out.theta_norm.shape == out.grad_norm.shape == (7, 1)
+    radii = out.theta_norm[0] * 1.02 ** torch.arange(7, dtype=DT)[:, None]
+    assert torch.allclose(out.theta_norm, radii, rtol=1e-12)  # each step stays on its sphere
+    assert landscape.escaping(out.theta_norm, out.grad_norm).item()  # ||grad L|| falls at every sphere
+    assert out.stationary_at.item() == -1
+    loss = P.loss(out.W, out.v, a)
+    assert 0.24 < loss.item() < 0.25  # still on the valley, below ||a||^2 / 4
+
+
+def test_a_run_next_to_a_manifold_becomes_stationary_on_a_sphere_and_is_taken_out():
+    a = torch.zeros(4, dtype=DT)
+    a[0] = 1.0
+    W, v = P.paper_point(torch.tensor([1.0]), 1.0, 1.0, a)
+    W = W + 1e-4 * torch.tensor([[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]], dtype=DT)  # tilted off the manifold
+    assert P.stationarity_ratio(W, v, a) > 64
+    out = landscape.continue_in_radius(W, v, a, steps=3, growth=0.02, iters=40)
+    assert out.stationary_at.item() >= 1 and out.ratio.item() <= 64
+    assert out.grad_norm[out.stationary_at.item() :].eq(out.grad_norm[out.stationary_at.item()]).all()  # kept
+
+
+def test_continue_in_radius_rejects_bad_input():
+    W, v, a = _valley_point()
+    with pytest.raises(ValueError, match="growth"):
+        landscape.continue_in_radius(W, v, a, steps=2, growth=0.0)
+    with pytest.raises(ValueError, match="growth"):
+        landscape.continue_in_radius(W, v, a, steps=2, growth=float("nan"))
+    with pytest.raises(ValueError, match="steps"):
+        landscape.continue_in_radius(W, v, a, steps=0, growth=0.02)
+    with pytest.raises(ValueError):
+        landscape.continue_in_radius(W, v.float(), a, steps=2, growth=0.02)
+
+
 def test_valley_tolerance_accepts_a_rounding_level_tilt_and_rejects_a_visible_one():
     a = torch.zeros(4, dtype=torch.float64)
     a[0] = 1.0

@@ -214,19 +214,6 @@ def test_stationarity_ratio_is_rounding_at_exact_points_and_large_elsewhere(gen)
     assert torch.allclose(S, P.flatten_params(W, v).norm(dim=-1) * ((v.abs() * W.norm(dim=-1)).sum(-1) + 1))
 
 
-def test_escaping_pair_rule():
-    a = torch.zeros(3, dtype=DT)
-    a[0] = 1.0
-    u = torch.tensor([0.6, 0.8, 0.0], dtype=DT)
-    e = torch.tensor([0.0, -0.8, 0.6], dtype=DT)  # a unit vector orthogonal to u
-    h, beta = 1e-2, 30.0  # finite difference of ReLU along a: f ~ 1{u x > 0} a x
-    b = a - (a @ u) * u
-    W = torch.stack([torch.stack([u + h * b / beta, u]), torch.stack([u, u + 0.5 * e]), torch.stack([a, -a])])
-    v = torch.tensor([[beta / h, -beta / h + (a @ u).item()], [1.0, -1.0], [1.0, -1.0]], dtype=DT)
-    esc = P.escaping_pair(W, v, a)
-    assert esc.tolist() == [True, False, False], (P.loss(W, v, a), esc)
-
-
 def test_hessian_order_is_W_then_v(gen):
     k, d = 3, 4
     W, v, a = _rand(gen, k, d), _rand(gen, k), _rand(gen, d)
@@ -310,11 +297,6 @@ def test_several_tensors_must_share_device_and_dtype(gen):
             fn(Q, Q.float())
     with pytest.raises(ValueError, match="meta"):
         P.lemma_terms(W[:, :2], torch.zeros(4, dtype=DT, device="meta"))
-    for fn in (P.escaping_pair,):
-        with pytest.raises(ValueError, match="meta"):
-            fn(W[:, :2], v[:, :2], meta)
-        with pytest.raises(ValueError):
-            fn(W[:, :2], v[:, :2].float(), a)
 
 
 def test_target_forms_reproduce_the_terms_for_any_target(gen):

@@ -3,6 +3,7 @@
     python tools/robustness.py run book/paper_b/09_failures.md --seed 1 --falsify [--scale paper]
     python tools/robustness.py seeds --seeds 5 [--scale quick] [--out book/_generated/seeds.md]
     python tools/robustness.py seeds --seeds 3 --only 13_ --reuse RECORDS --records RECORDS
+    python tools/robustness.py seeds --seeds 21 --only 06_ --keep-table
 
 ``run`` executes one chapter's paired notebook with ``COMPANION_SEED`` (the offset added to every seed),
 ``COMPANION_FALSIFY`` and ``COMPANION_SCALE`` set, reads the claim records it writes and prints, row by row, the
@@ -11,7 +12,9 @@ on the data, a control that is accepted, or a chapter without records. Under ``-
 ``assert`` is expected to fail (that is the point of a control); the records tell whether it failed for the right
 reason. ``seeds`` runs every chapter of ``_toc.yml`` at offsets ``0 … N−1`` and writes a verdict × seed table;
 with ``--only`` it runs the chapters whose file name contains the pattern and reads the others' runs from the
-records of an earlier ``seeds --records`` (``--reuse``), so a table stays whole when one chapter changes.
+records of an earlier ``seeds --records`` (``--reuse``), or keeps the other chapters' lines of the table already at
+``--out`` (``--keep-table``, which names the re-measured chapters and their date in the table's header), so a table
+stays whole when one chapter changes.
 """
 
 from __future__ import annotations
@@ -162,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     many.add_argument("--records", type=Path, default=None, help="also keep every run's claim records here (JSON)")
     many.add_argument("--only", default=None, help="run only the chapters whose file name contains this")
     many.add_argument("--reuse", type=Path, default=None, help="with --only: the other chapters' earlier records")
+    many.add_argument(
+        "--keep-table", action="store_true", help="with --only: keep the other chapters' lines of the table at --out"
+    )
     args = parser.parse_args(argv)
     if args.cmd == "run":
         run = run_chapter(args.chapter, seed=args.seed, falsify=args.falsify, scale=args.scale)
@@ -171,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
             name = f"{args.chapter.stem}.seed{run.seed}{'.falsify' if run.falsify else ''}.json"
             (args.records / name).write_text(json.dumps(run.records, indent=1))
         return 1 if run.problems else 0
+    if args.keep_table:
+        if args.only is None or args.reuse is not None:
+            parser.error("--keep-table goes with --only and without --reuse")
+        return _rerun_into_table(args)
     if (args.only is None) != (args.reuse is None):
         parser.error("--only and --reuse go together")
     runs: dict[str, list[ChapterRun]] = {}
@@ -195,6 +205,41 @@ def main(argv: list[str] | None = None) -> int:
             for run in rs:
                 (args.records / f"{chapter}.seed{run.seed}.json").write_text(json.dumps(run.records, indent=1))
     print(f"wrote {args.out}; {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+def merge_table(old: str, new: str, chapters_run: list[str]) -> str:
+    """The table ``old`` with the lines of ``chapters_run`` replaced by those of ``new`` (same seed columns); the
+    header keeps ``old``'s measurement and names the re-measured chapters with ``new``'s."""
+    old_lines, new_lines = old.rstrip("\n").split("\n"), new.rstrip("\n").split("\n")
+    if old_lines[2] != new_lines[2]:
+        raise SystemExit("--keep-table: the seed columns differ from the table's; run every chapter instead")
+    mine = lambda line: any(line.startswith(f"| {c} |") for c in chapters_run)
+    body = [line for line in old_lines[4:] if not mine(line)]
+    fresh = [line for line in new_lines[4:] if mine(line)]
+    order = [line.split(" | ")[0] for line in old_lines[4:]]
+    first = min((order.index(f"| {c}") for c in chapters_run if f"| {c}" in order), default=len(body))
+    at = sum(1 for line in old_lines[4 : 4 + first] if not mine(line))
+    measured = new_lines[0].split(" `")[0].removeprefix("Measured ").rstrip(",")
+    header = old_lines[0].replace(" ✅ holds", f" Re-measured {measured}: {', '.join(chapters_run)}. ✅ holds", 1)
+    return "\n".join([header, *old_lines[1:4], *body[:at], *fresh, *body[at:]]) + "\n"
+
+
+def _rerun_into_table(args: argparse.Namespace) -> int:
+    runs: dict[str, list[ChapterRun]] = {}
+    problems = []
+    for source in chapters():
+        if args.only not in source.name:
+            continue
+        for s in range(args.seeds):
+            run = run_chapter(source, seed=s, scale=args.scale)
+            _print_run(run)
+            runs.setdefault(source.stem, []).append(run)
+            problems += run.problems
+    if not runs:
+        raise SystemExit(f"--only {args.only!r}: no chapter matches")
+    args.out.write_text(merge_table(args.out.read_text(), seeds_table(runs, args.scale), list(runs)))
+    print(f"rewrote the lines of {', '.join(runs)} in {args.out}; {len(problems)} problem(s)")
     return 1 if problems else 0
 
 

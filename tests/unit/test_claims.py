@@ -256,6 +256,30 @@ def test_runner_reads_records_on_another_stream_and_with_controls(tmp_path):
     assert "| toy | `toy.mean` mean is 0 | ✅ | ✅ |" in table
 
 
+def test_merge_table_replaces_one_chapters_lines_in_place_and_names_it_in_the_header():
+    head = "| chapter | claim | 0 | 1 |\n| --- | --- | --- | --- |"
+    old = (
+        "Measured 2026-12-02 on x86_64 (2 CPU cores, Linux), `quick` scale, seed offsets 0–1 (`COMPANION_SEED`). "
+        "✅ holds · ❌ fails\n\n" + head + "\n| 01_a | `a.x` x | ✅ | ✅ |\n| 02_b | `b.old` old | ✅ | ✅ |\n"
+        "| 03_c | `c.y` y | ✅ | ❌ |\n"
+    )
+    new = (
+        "Measured 2026-12-04 on x86_64 (2 CPU cores, Linux), `quick` scale, seed offsets 0–1 (`COMPANION_SEED`). "
+        "✅ holds · ❌ fails\n\n" + head + "\n| 02_b | `b.new` new | ✅ | ✅ |\n| 02_b | `b.two` two | ❌ | ✅ |\n"
+    )
+    merged = robustness.merge_table(old, new, ["02_b"]).splitlines()
+    assert merged[0].startswith("Measured 2026-12-02") and "Re-measured 2026-12-04 on x86_64" in merged[0]
+    assert "Linux): 02_b. ✅ holds" in merged[0]
+    assert merged[4:] == [
+        "| 01_a | `a.x` x | ✅ | ✅ |",
+        "| 02_b | `b.new` new | ✅ | ✅ |",
+        "| 02_b | `b.two` two | ❌ | ✅ |",
+        "| 03_c | `c.y` y | ✅ | ❌ |",
+    ]
+    with pytest.raises(SystemExit, match="seed columns"):
+        robustness.merge_table(old, new.replace("| 0 | 1 |", "| 0 | 1 | 2 |"), ["02_b"])
+
+
 def test_compare_with_several_wrong_values_fails_its_control_on_any(monkeypatch):
     """A value row may register a tuple of wrong values (e.g. ``(0, 1)`` for a √m growth): its control is accepted,
     and the row's control fails, when the test accepts any one of them."""

@@ -463,7 +463,7 @@ def continue_in_radius(
     a
         The target ``(d,)``.
     steps
-        The spheres.
+        The number of spheres.
     growth
         The relative growth of the radius per step, ``> 0``.
     iters

@@ -177,17 +177,17 @@ def main(argv: list[str] | None = None) -> int:
             name = f"{args.chapter.stem}.seed{run.seed}{'.falsify' if run.falsify else ''}.json"
             (args.records / name).write_text(json.dumps(run.records, indent=1))
         return 1 if run.problems else 0
-    if args.keep_table:
-        if args.only is None or args.reuse is not None:
-            parser.error("--keep-table goes with --only and without --reuse")
-        return _rerun_into_table(args)
-    if (args.only is None) != (args.reuse is None):
+    if args.keep_table and (args.only is None or args.reuse is not None):
+        parser.error("--keep-table goes with --only and without --reuse")
+    if not args.keep_table and (args.only is None) != (args.reuse is None):
         parser.error("--only and --reuse go together")
     runs: dict[str, list[ChapterRun]] = {}
     problems = []
     for source in chapters():
         for s in range(args.seeds):
             if args.only is not None and args.only not in source.name:
+                if args.keep_table:
+                    break  # its lines stay as they are in the table at --out
                 saved = args.reuse / f"{source.stem}.seed{s}.json"
                 if not saved.exists():
                     raise SystemExit(f"--reuse: no records {saved}")
@@ -197,8 +197,13 @@ def main(argv: list[str] | None = None) -> int:
                 _print_run(run)
             runs.setdefault(source.stem, []).append(run)
             problems += run.problems
+    table = seeds_table(runs, args.scale)
+    if args.keep_table:
+        if not runs:
+            raise SystemExit(f"--only {args.only!r}: no chapter matches")
+        table = merge_table(args.out.read_text(), table, list(runs))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(seeds_table(runs, args.scale))
+    args.out.write_text(table)
     if args.records is not None:
         args.records.mkdir(parents=True, exist_ok=True)
         for chapter, rs in runs.items():
@@ -223,24 +228,6 @@ def merge_table(old: str, new: str, chapters_run: list[str]) -> str:
     measured = new_lines[0].split(" `")[0].removeprefix("Measured ").rstrip(",")
     header = old_lines[0].replace(" ✅ holds", f" Re-measured {measured}: {', '.join(chapters_run)}. ✅ holds", 1)
     return "\n".join([header, *old_lines[1:4], *body[:at], *fresh, *body[at:]]) + "\n"
-
-
-def _rerun_into_table(args: argparse.Namespace) -> int:
-    runs: dict[str, list[ChapterRun]] = {}
-    problems = []
-    for source in chapters():
-        if args.only not in source.name:
-            continue
-        for s in range(args.seeds):
-            run = run_chapter(source, seed=s, scale=args.scale)
-            _print_run(run)
-            runs.setdefault(source.stem, []).append(run)
-            problems += run.problems
-    if not runs:
-        raise SystemExit(f"--only {args.only!r}: no chapter matches")
-    args.out.write_text(merge_table(args.out.read_text(), seeds_table(runs, args.scale), list(runs)))
-    print(f"rewrote the lines of {', '.join(runs)} in {args.out}; {len(problems)} problem(s)")
-    return 1 if problems else 0
 
 
 if __name__ == "__main__":

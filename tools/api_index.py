@@ -32,7 +32,7 @@ GROUPS = [
      "uniform concentration",
      ["relunet", "population", "landscape", "pl", "phases", "failures", "concentration"]),
     ("Paper C: the parameter ball", "width-m fully connected and residual networks, their Gram matrices and Hessians",
-     ["widenet"]),
+     ["widenet", "gramsearch"]),
 ]  # fmt: skip
 INDEX = ROOT / "book" / "api" / "index.md"
 PAGE = """# `companion.{m}`: {title}

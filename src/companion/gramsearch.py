@@ -22,7 +22,7 @@ import math
 import torch
 from torch import Tensor
 
-from . import activations, validation
+from . import activations, device, validation
 from . import widenet as wn
 
 __all__ = ["gram_entry_supremum"]
@@ -104,7 +104,8 @@ def gram_entry_supremum(
     random_starts : int
         Ascents per entry and sign from random directions, besides the one from the first-order direction.
     generator : torch.Generator or None
-        The random starts' stream (required when ``random_starts > 0``; on the parameters' device).
+        The random starts' stream (required when ``random_starts > 0``): a CPU generator such as
+        :func:`companion.device.generator`, so that the starts are the same on every device.
     budget : int
         Activation entries per batch: ``max(1, budget // (4 E m H))`` entries are ascended at once.
 
@@ -158,7 +159,7 @@ def gram_entry_supremum(
             out["entry"] = torch.maximum(out["entry"], top)
             out["unconverged"] += left
             for _ in range(random_starts):
-                v0 = [torch.randn(t.shape, generator=generator, dtype=t.dtype, device=t.device) for t in g0z]
+                v0 = [device.randn(t.shape, generator=generator, device=t.device, dtype=t.dtype) for t in g0z]
                 found = _ascend(params, Xp, net, g0, single, D, sign, steps, tol, start=v0)[0]
                 out["random"] = torch.maximum(out["random"], found.max(1).values)
     out["steps"] = taken

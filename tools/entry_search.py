@@ -1,4 +1,4 @@
-"""Compare chapter 13's entrywise Gram search with a monotone ascent on the same draws.
+"""Compare the entrywise Gram search of ``ch-parameter-ball`` with a monotone ascent on the same draws.
 
     python tools/entry_search.py --offset 2 --width 64 [--steps 40] [--arch fc]
 

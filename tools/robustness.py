@@ -24,6 +24,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -226,7 +227,9 @@ def merge_table(old: str, new: str, chapters_run: list[str]) -> str:
     first = min((order.index(f"| {c}") for c in chapters_run if f"| {c}" in order), default=len(body))
     at = sum(1 for line in old_lines[4 : 4 + first] if not mine(line))
     measured = new_lines[0].split(" `")[0].removeprefix("Measured ").rstrip(",")
-    header = old_lines[0].replace(" ✅ holds", f" Re-measured {measured}: {', '.join(chapters_run)}. ✅ holds", 1)
+    superseded = lambda m: set(m.group(1).split(", ")) <= set(chapters_run)  # an older note these lines replace
+    header = re.sub(r" Re-measured [^:]+: ([^.]+)\.", lambda m: "" if superseded(m) else m.group(0), old_lines[0])
+    header = header.replace(" ✅ holds", f" Re-measured {measured}: {', '.join(chapters_run)}. ✅ holds", 1)
     return "\n".join([header, *old_lines[1:4], *body[:at], *fresh, *body[at:]]) + "\n"
 
 

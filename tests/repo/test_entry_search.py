@@ -1,4 +1,4 @@
-"""tools/entry_search.py: the monotone ascent that chapter 13's finding on the entrywise search quotes."""
+"""tools/entry_search.py: the monotone ascent quoted by the entrywise-search finding of ``ch-parameter-ball``."""
 
 import sys
 from pathlib import Path

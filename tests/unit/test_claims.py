@@ -278,6 +278,9 @@ def test_merge_table_replaces_one_chapters_lines_in_place_and_names_it_in_the_he
     ]
     with pytest.raises(SystemExit, match="seed columns"):
         robustness.merge_table(old, new.replace("| 0 | 1 |", "| 0 | 1 | 2 |"), ["02_b"])
+    again = robustness.merge_table(robustness.merge_table("\n".join(merged) + "\n", new, ["03_c"]), new, ["02_b"])
+    assert again.splitlines()[0].count("Re-measured") == 2, "a re-measurement supersedes the older note on the same chapters"
+    assert again.splitlines()[0].index(": 03_c.") < again.splitlines()[0].index(": 02_b.")
 
 
 def test_compare_with_several_wrong_values_fails_its_control_on_any(monkeypatch):

@@ -98,8 +98,8 @@ def gram_entry_supremum(
     net : Net or None
         The architecture, activation and scalings (default ``Net()``).
     steps : int
-        The most ascent steps per entry (at width 512, seed offsets 0–20 of the chapter, the slowest entry
-        stops within 110 steps at ``tol = 1e-4``; 60 left some unconverged).
+        The most ascent steps per entry (on one of the chapter's quick draws the slowest entry needed 107 steps
+        to reach ``tol = 1e-4``; a cap of 60 left it unconverged).
     tol : float
         The relative stationarity at which an entry stops.
     random_starts : int

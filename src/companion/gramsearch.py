@@ -7,9 +7,9 @@ inputs' features at the perturbed point. Projecting a change ``ΔW_h`` onto the 
 ``ΔW_h = B_h Q_hᵀ``, where ``Q_h`` ``(m_in, 2)`` is an orthonormal basis of the two features at the perturbed point
 (Gram–Schmidt: a moving frame, differentiable) and ``B_h`` ``(m, 2)`` is free, with ``‖ΔW_h‖_F = ‖B_h‖_F``
 exactly. A direction is then ``v = (B_1, …, B_H, Δa)``, ``(2H + 1) m`` numbers per entry (``m(d + m(H − 1) + 1)``
-in the full space), and every entry of every member is ascended at once by projected gradient steps on
-``‖v‖ = D`` with Armijo backtracking, so each accepted step raises the entry's drift. For a diagonal entry the two
-features coincide and the frame has one column.
+in the full space), and every entry of every member is ascended at once by projected gradient (or conjugate
+gradient) steps on ``‖v‖ = D`` with Armijo backtracking, so each accepted step raises the entry's drift. For a diagonal
+entry the two features coincide and the frame has one column.
 
 :func:`companion.widenet.gram_entry_ascent` (first-order direction, then fixed-point steps) is the chapter's sweep
 search; this module measures how far that search falls short.
@@ -72,6 +72,7 @@ def gram_entry_supremum(
     tol: float = 1e-4,
     random_starts: int = 0,
     generator: torch.Generator | None = None,
+    conjugate: bool = False,
     budget: int = 20_000_000,
 ) -> dict:
     """``max_{i ≤ j} sup_{‖h‖ = D} |G_H,ij(θ0 + h) − G_H,ij(θ0)|`` per member, from below, by a monotone ascent of
@@ -107,6 +108,10 @@ def gram_entry_supremum(
     generator : torch.Generator or None
         The random starts' stream (required when ``random_starts > 0``): a CPU generator such as
         :func:`companion.device.generator`, so that the starts are the same on every device.
+    conjugate : bool
+        Polak–Ribière conjugate directions (transported by projection onto the tangent space, restarted where not
+        an ascent) instead of the projected gradient; same Armijo test, so still monotone. Measured on the
+        chapter's draws: the same maxima in 2–3× fewer steps where the drift is far from linear (``D/√m = 1/4``).
     budget : int
         Activation entries per batch: ``max(1, budget // (4 E m H))`` entries are ascended at once.
 
@@ -151,7 +156,7 @@ def gram_entry_supremum(
         g0z = _zeros(params, Xp)
         g0 = _entries(params, Xp, net, g0z, single)
         for sign in (1.0, -1.0):
-            best, first, stat, left, k = _ascend(params, Xp, net, g0, single, D, sign, steps, tol)
+            best, first, stat, left, k = _ascend(params, Xp, net, g0, single, D, sign, steps, tol, conjugate=conjugate)
             taken = max(taken, k)
             out["first_order"] = torch.maximum(out["first_order"], first.max(1).values)
             top, at = best.max(1)
@@ -161,7 +166,7 @@ def gram_entry_supremum(
             out["unconverged"] += left
             for _ in range(random_starts):
                 v0 = [device.randn(t.shape, generator=generator, device=t.device, dtype=t.dtype) for t in g0z]
-                found = _ascend(params, Xp, net, g0, single, D, sign, steps, tol, start=v0)[0]
+                found = _ascend(params, Xp, net, g0, single, D, sign, steps, tol, start=v0, conjugate=conjugate)[0]
                 out["random"] = torch.maximum(out["random"], found.max(1).values)
     out["steps"] = taken
     return out
@@ -174,7 +179,7 @@ def _zeros(params, Xp):
     return [z.clone() for _ in range(wn.depth(params))] + [torch.zeros(E, K, m, dtype=Xp.dtype, device=Xp.device)]
 
 
-def _ascend(params, Xp, net, g0, single, D, sign, steps, tol, start=None, armijo=1e-4, halvings=40):
+def _ascend(params, Xp, net, g0, single, D, sign, steps, tol, start=None, armijo=1e-4, halvings=40, conjugate=False):
     """One sign's ascent for a batch of entries from the first-order direction (or from ``start``, projected onto
     the frame's columns and the sphere): ``(best, first, stationarity, unconverged (E,), steps taken)``."""
     mask = [torch.stack([torch.ones_like(single), ~single], -1).to(Xp.dtype)[None, :, None, :]] * wn.depth(params)
@@ -200,24 +205,34 @@ def _ascend(params, Xp, net, g0, single, D, sign, steps, tol, start=None, armijo
     first = phi.clone()
     tau = torch.ones_like(phi)  # the step's angle
     k = 0
+    tangent = lambda u, at: [a - _bc(_dot(u, at) / D**2, a) * b for a, b in zip(u, at)]
+    gt_prev = p_prev = None
     for k in range(1, steps + 1):
-        gv = _dot(g, v) / D**2
-        gt = [a - _bc(gv, a) * b for a, b in zip(g, v)]  # the tangential gradient
+        gt = tangent(g, v)  # the tangential gradient
         gn = _dot(gt, gt).sqrt()
         stat = D * gn / phi.abs().clamp_min(torch.finfo(phi.dtype).tiny)
         live = stat > tol
         if not bool(live.any()):
             k -= 1
             break
+        p = gt
+        if conjugate and p_prev is not None:  # Polak-Ribiere+, previous vectors moved to this tangent space
+            old_t = tangent(gt_prev, v)
+            beta = (_dot(gt, [a - b for a, b in zip(gt, old_t)]) / _dot(gt_prev, gt_prev).clamp_min(1e-300)).clamp_min(0)
+            p = [a + _bc(beta, b) * b for a, b in zip(gt, tangent(p_prev, v))]
+            slope = _dot(gt, p)
+            p = [torch.where(_bc(slope > 0, a), a, b) for a, b in zip(p, gt)]  # not an ascent: restart
+        slope, pn = _dot(gt, p), _dot(p, p).sqrt()
         for _ in range(halvings):
-            scale = torch.where(live, tau * D / gn.clamp_min(torch.finfo(phi.dtype).tiny), 0.0)
-            cand = on_sphere([a + _bc(scale, b) * b for a, b in zip(v, gt)])
+            scale = torch.where(live, tau * D / pn.clamp_min(torch.finfo(phi.dtype).tiny), 0.0)
+            cand = on_sphere([a + _bc(scale, b) * b for a, b in zip(v, p)])
             val = value(cand)
-            ok = live & (val >= phi + armijo * scale * gn**2)
+            ok = live & (val >= phi + armijo * scale * slope)
             if bool((ok | ~live).all()):
                 break
             tau = torch.where(live & ~ok, tau / 2, tau)
         v = [torch.where(_bc(ok, a), c, a) for a, c in zip(v, cand)]
+        gt_prev, p_prev = gt, p
         tau = torch.where(ok, (2 * tau).clamp_max(1.0), tau)
         phi, g = value_and_grad(v)
     gv = _dot(g, v) / D**2

@@ -46,6 +46,15 @@ def test_the_supremum_climbs_from_the_first_order_start_and_random_starts_agree(
     assert bool((r["random"] <= r["entry"] * (1 + 1e-6)).all())
 
 
+def test_conjugate_directions_reach_the_same_maximum():
+    params, X = _draws()
+    plain = gs.gram_entry_supremum(params, X, 2.0, steps=2000, tol=1e-6)
+    cg = gs.gram_entry_supremum(params, X, 2.0, steps=2000, tol=1e-6, conjugate=True)
+    assert int(plain["unconverged"].sum()) == 0 and int(cg["unconverged"].sum()) == 0
+    torch.testing.assert_close(cg["entry"], plain["entry"], rtol=1e-6, atol=0)
+    assert bool((cg["entry"] >= cg["first_order"]).all())
+
+
 def test_bad_input_is_refused():
     params, X = _draws()
     for kwargs in ({"D": 0.0}, {"D": 1.0, "tol": 0.0}, {"D": 1.0, "steps": -1}, {"D": 1.0, "random_starts": 1}):

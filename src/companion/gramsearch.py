@@ -8,8 +8,9 @@ inputs' features at the perturbed point. Projecting a change ``ΔW_h`` onto the 
 (Gram–Schmidt: a moving frame, differentiable) and ``B_h`` ``(m, 2)`` is free, with ``‖ΔW_h‖_F = ‖B_h‖_F``
 exactly. A direction is then ``v = (B_1, …, B_H, Δa)``, ``(2H + 1) m`` numbers per entry (``m(d + m(H − 1) + 1)``
 in the full space), and every entry of every member is ascended at once by projected gradient (or conjugate
-gradient) steps on ``‖v‖ = D`` with Armijo backtracking, so each accepted step raises the entry's drift. For a diagonal
-entry the two features coincide and the frame has one column.
+gradient) steps on ``‖v‖ = D`` with Armijo backtracking, so each accepted step raises the entry's drift; entries that
+have stopped leave the batch, and backtracking re-evaluates only the entries whose step is still too long. For a
+diagonal entry the two features coincide and the frame has one column.
 
 :func:`companion.widenet.gram_entry_ascent` (first-order direction, then fixed-point steps) is the chapter's sweep
 search; this module measures how far that search falls short.
@@ -30,11 +31,11 @@ __all__ = ["gram_entry_supremum"]
 
 def _frame(x: Tensor, single: Tensor) -> Tensor:
     """Orthonormal basis ``(E, K, m, 2)`` of the two rows of ``x`` ``(E, K, 2, m)`` (second column zero where
-    ``single``, ``(K,)``: a diagonal entry)."""
+    ``single``, ``(K,)`` or ``(E, K)``: a diagonal entry)."""
     q1 = x[:, :, 0] / x[:, :, 0].norm(dim=-1, keepdim=True)
     r = x[:, :, 1] - (q1 * x[:, :, 1]).sum(-1, keepdim=True) * q1
     rn = r.norm(dim=-1, keepdim=True)
-    q2 = torch.where(single[None, :, None], torch.zeros_like(r), r / torch.where(single[None, :, None], 1.0, rn))
+    q2 = torch.where(single[..., None], torch.zeros_like(r), r / torch.where(single[..., None], 1.0, rn))
     return torch.stack([q1, q2], -1)
 
 
@@ -82,7 +83,8 @@ def gram_entry_supremum(
     :func:`companion.widenet.gram_entry_ascent`) and takes up to ``steps`` projected gradient steps on the sphere
     with Armijo backtracking (the step is an angle, doubled after an accepted step, halved until the drift rises);
     an entry stops when its relative stationarity ``D ‖P ∇φ‖ / φ`` (``P`` the projection onto the sphere's tangent
-    space) is at most ``tol``. ``random_starts`` further ascents per entry and sign start from directions drawn
+    space) is at most ``tol``, and leaves the batch, so that the work follows the entries still ascending rather than
+    the slowest. ``random_starts`` further ascents per entry and sign start from directions drawn
     uniformly on the sphere (from ``generator``), to show whether the first-order start misses a higher maximum.
     The start ``v = D ∇_v φ(0)/‖∇_v φ(0)‖`` is the first-order direction of the full space expressed in the moving
     frame (the frame then moves with the lower layers, so its drift differs from that of
@@ -113,7 +115,8 @@ def gram_entry_supremum(
         an ascent) instead of the projected gradient; same Armijo test, so still monotone. Measured on the
         chapter's draws: the same maxima in 2–3× fewer steps where the drift is far from linear (``D/√m = 1/4``).
     budget : int
-        Activation entries per batch: ``max(1, budget // (4 E m H))`` entries are ascended at once.
+        Activation entries per batch: ``max(1, budget // (4 E m H))`` entries are ascended at once (a memory cap:
+        since stopped entries leave the batch, a larger batch costs no extra evaluations).
 
     Returns
     -------
@@ -179,66 +182,145 @@ def _zeros(params, Xp):
     return [z.clone() for _ in range(wn.depth(params))] + [torch.zeros(E, K, m, dtype=Xp.dtype, device=Xp.device)]
 
 
-def _ascend(params, Xp, net, g0, single, D, sign, steps, tol, start=None, armijo=1e-4, halvings=40, conjugate=False):
-    """One sign's ascent for a batch of entries from the first-order direction (or from ``start``, projected onto
-    the frame's columns and the sphere): ``(best, first, stationarity, unconverged (E,), steps taken)``."""
-    mask = [torch.stack([torch.ones_like(single), ~single], -1).to(Xp.dtype)[None, :, None, :]] * wn.depth(params)
-    mask.append(torch.ones(1, 1, 1, dtype=Xp.dtype, device=Xp.device))
+class _Batch:
+    """The pairs (member, entry) of one sign's ascent, member-major ``(E', K')``: the members' parameters, each
+    pair's inputs ``Xp``, entry at ``θ0`` ``g0`` and diagonal flag ``single``, and the column mask that keeps a
+    diagonal entry's frame to one column."""
 
-    def value_and_grad(v):
+    def __init__(self, params, Xp, net, g0, single, sign):
+        self.params, self.Xp, self.net, self.g0, self.single, self.sign = params, Xp, net, g0, single, sign
+        column = torch.stack([torch.ones_like(single), ~single], -1).to(Xp.dtype)[:, :, None, :]
+        self.mask = [column] * wn.depth(params) + [torch.ones(1, 1, 1, dtype=Xp.dtype, device=Xp.device)]
+
+    def take(self, at):
+        """The pairs at ``at`` (see :func:`_pack`) as a batch of their own."""
+        if at is None:
+            return self
+        rows, cols = at
+        params = self.params if rows.numel() == self.g0.shape[0] else [p[rows] for p in self.params]
+        Xp, g0, single = (_take(t, at) for t in (self.Xp, self.g0, self.single))
+        return _Batch(params, Xp, self.net, g0, single, self.sign)
+
+    def value(self, v):
+        return self.sign * (_entries(self.params, self.Xp, self.net, v, self.single) - self.g0)
+
+    def value_and_grad(self, v):
         with torch.enable_grad():
             w = [t.detach().requires_grad_() for t in v]
-            phi = sign * (_entries(params, Xp, net, [a * b for a, b in zip(w, mask)], single) - g0)
+            phi = self.value([a * b for a, b in zip(w, self.mask)])
             grads = torch.autograd.grad(phi.sum(), w)
-        return phi.detach(), [gr * b for gr, b in zip(grads, mask)]
+        return phi.detach(), [gr * b for gr, b in zip(grads, self.mask)]
 
-    def on_sphere(v):
-        norm = _dot(v, v).sqrt()
-        return [t * (D / norm).reshape(*norm.shape, *([1] * (t.ndim - 2))) for t in v]
 
-    def value(v):
-        with torch.no_grad():
-            return sign * (_entries(params, Xp, net, v, single) - g0)
+def _pack(sel: Tensor):
+    """Where the selected pairs of ``sel`` ``(E, K)`` go in a smaller member-major batch: ``(at, real)``, with
+    ``at = (rows (E',), cols (E', K'))`` the members with a selected pair and each one's pairs, selected first and
+    padded with its others, and ``real`` ``(E', K')`` the selected. ``at`` is ``None`` where the batch cannot shrink
+    (every member has a selected pair and one has ``K``): the batch stays, the unselected pairs padding in place."""
+    counts = sel.sum(1)
+    if bool((counts > 0).all()) and int(counts.max()) == sel.shape[1]:
+        return None, sel
+    rows = counts.nonzero()[:, 0]
+    cols = torch.sort((~sel[rows]).to(torch.uint8), dim=1, stable=True).indices[:, : int(counts.max())]
+    return (rows, cols), sel[rows].gather(1, cols)
 
-    v = on_sphere([t * b for t, b in zip(start, mask)] if start is not None else value_and_grad(_zeros(params, Xp))[1])
-    phi, g = value_and_grad(v)
-    first = phi.clone()
+
+def _take(t: Tensor, at) -> Tensor:
+    return t if at is None else t[at[0][:, None], at[1]]
+
+
+def _put(t: Tensor, at, chosen: Tensor, value: Tensor) -> Tensor:
+    """``t`` with the ``chosen`` pairs of the batch at ``at`` set to ``value``'s."""
+    if at is None:
+        return torch.where(_bc(chosen, t), value, t)
+    t = t.clone()
+    rows, cols = at
+    t[rows[:, None].expand_as(cols)[chosen], cols[chosen]] = value[chosen]
+    return t
+
+
+def _ascend(params, Xp, net, g0, single, D, sign, steps, tol, start=None, armijo=1e-4, halvings=40, conjugate=False):
+    """One sign's ascent for a batch of entries from the first-order direction (or from ``start``, projected onto
+    the frame's columns and the sphere): ``(best, first, stationarity, unconverged (E,), steps taken)``.
+
+    Only the pairs (member, entry) still ascending are evaluated: a pair that has stopped leaves the batch, and the
+    backtracking re-evaluates only the pairs whose step is still too long."""
+    E, K = g0.shape
+    tiny = torch.finfo(g0.dtype).tiny
+    batch = _Batch(params, Xp, net, g0, single.expand(E, K), sign)
+    v = [t * b for t, b in zip(start, batch.mask)] if start is not None else batch.value_and_grad(_zeros(params, Xp))[1]
+    v = [t.transpose(-1, -2).contiguous().transpose(-1, -2) if t.ndim == 4 else t for t in _on_sphere(v, D)]  # m innermost
+    phi, g = batch.value_and_grad(v)
+    first, best, stat_out = phi.clone(), phi.clone(), torch.zeros_like(phi)
     tau = torch.ones_like(phi)  # the step's angle
-    k = 0
-    tangent = lambda u, at: [a - _bc(_dot(u, at) / D**2, a) * b for a, b in zip(u, at)]
+    real = torch.ones_like(phi, dtype=torch.bool)  # the pairs of the batch still ascending (the others pad)
+    place = (torch.arange(E, device=phi.device), torch.arange(K, device=phi.device).expand(E, K))  # in the chunk
     gt_prev = p_prev = None
+    k = 0
     for k in range(1, steps + 1):
-        gt = tangent(g, v)  # the tangential gradient
-        gn = _dot(gt, gt).sqrt()
-        stat = D * gn / phi.abs().clamp_min(torch.finfo(phi.dtype).tiny)
-        live = stat > tol
+        gt = _tangent(g, v, D)  # the tangential gradient
+        stat = D * _dot(gt, gt).sqrt() / phi.abs().clamp_min(tiny)
+        live = real & (stat > tol)
         if not bool(live.any()):
             k -= 1
             break
+        if not bool(torch.equal(live, real)):  # stopped pairs leave the batch
+            best, stat_out = _put(best, place, real & ~live, phi), _put(stat_out, place, real & ~live, stat)
+            at, real = _pack(live)
+            batch = batch.take(at)
+            place = place if at is None else (place[0][at[0]], _take(place[1], at))
+            phi, tau = _take(phi, at), _take(tau, at)
+            v, g, gt = ([_take(t, at) for t in u] for u in (v, g, gt))
+            if p_prev is not None:
+                gt_prev, p_prev = ([_take(t, at) for t in u] for u in (gt_prev, p_prev))
         p = gt
         if conjugate and p_prev is not None:  # Polak-Ribiere+, previous vectors moved to this tangent space
-            old_t = tangent(gt_prev, v)
+            old_t = _tangent(gt_prev, v, D)
             beta = (_dot(gt, [a - b for a, b in zip(gt, old_t)]) / _dot(gt_prev, gt_prev).clamp_min(1e-300)).clamp_min(0)
-            p = [a + _bc(beta, b) * b for a, b in zip(gt, tangent(p_prev, v))]
+            p = [a + _bc(beta, b) * b for a, b in zip(gt, _tangent(p_prev, v, D))]
             slope = _dot(gt, p)
             p = [torch.where(_bc(slope > 0, a), a, b) for a, b in zip(p, gt)]  # not an ascent: restart
-        slope, pn = _dot(gt, p), _dot(p, p).sqrt()
-        for _ in range(halvings):
-            scale = torch.where(live, tau * D / pn.clamp_min(torch.finfo(phi.dtype).tiny), 0.0)
-            cand = on_sphere([a + _bc(scale, b) * b for a, b in zip(v, p)])
-            val = value(cand)
-            ok = live & (val >= phi + armijo * scale * slope)
-            if bool((ok | ~live).all()):
-                break
-            tau = torch.where(live & ~ok, tau / 2, tau)
-        v = [torch.where(_bc(ok, a), c, a) for a, c in zip(v, cand)]
+        v, tau = _backtrack(batch, v, p, _dot(gt, p), phi, tau, real, D, armijo, halvings)
         gt_prev, p_prev = gt, p
-        tau = torch.where(ok, (2 * tau).clamp_max(1.0), tau)
-        phi, g = value_and_grad(v)
-    gv = _dot(g, v) / D**2
-    gt = [a - _bc(gv, a) * b for a, b in zip(g, v)]
-    stat = D * _dot(gt, gt).sqrt() / phi.abs().clamp_min(torch.finfo(phi.dtype).tiny)
-    return phi, first, stat, (stat > tol).sum(1), k
+        phi, g = batch.value_and_grad(v)
+    gt = _tangent(g, v, D)
+    stat = D * _dot(gt, gt).sqrt() / phi.abs().clamp_min(tiny)
+    best, stat_out = _put(best, place, real, phi), _put(stat_out, place, real, stat)
+    return best, first, stat_out, (stat_out > tol).sum(1), k
+
+
+def _backtrack(batch, v, p, slope, phi, tau, pending, D, armijo, halvings):
+    """One Armijo step along ``p`` (``slope = ∇φ·p``) from ``v`` for the ``pending`` pairs: the step's angle ``tau``
+    is halved until the drift rises by ``armijo`` times the first-order gain (at most ``halvings`` times), and doubled
+    (capped at 1) after an accepted step; each halving re-evaluates only the pairs not yet accepted. Returns
+    ``(v, tau)``."""
+    tiny = torch.finfo(phi.dtype).tiny
+    pn = _dot(p, p).sqrt()
+    ok = torch.zeros_like(pending)
+    for _ in range(halvings):
+        at, sel = _pack(pending)
+        scale = _take(tau, at) * D / _take(pn, at).clamp_min(tiny)
+        cand = _on_sphere([_take(a, at) + _bc(scale, b) * _take(b, at) for a, b in zip(v, p)], D)
+        with torch.no_grad():
+            val = batch.take(at).value(cand)
+        good = sel & (val >= _take(phi, at) + armijo * scale * _take(slope, at))
+        v = [_put(a, at, good, c) for a, c in zip(v, cand)]
+        ok = _put(ok, at, good, good)
+        tau = _put(tau, at, sel & ~good, _take(tau, at) / 2)
+        pending = pending & ~ok
+        if not bool(pending.any()):
+            break
+    return v, torch.where(ok, (2 * tau).clamp_max(1.0), tau)
+
+
+def _on_sphere(v: list[Tensor], D: float) -> list[Tensor]:
+    norm = _dot(v, v).sqrt()
+    return [t * _bc(D / norm, t) for t in v]
+
+
+def _tangent(u: list[Tensor], at: list[Tensor], D: float) -> list[Tensor]:
+    """``u`` projected onto the tangent space of the sphere ``‖v‖ = D`` at ``at``."""
+    return [a - _bc(_dot(u, at) / D**2, a) * b for a, b in zip(u, at)]
 
 
 def _bc(c: Tensor, like: Tensor) -> Tensor:

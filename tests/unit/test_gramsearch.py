@@ -62,3 +62,27 @@ def test_bad_input_is_refused():
             gs.gram_entry_supremum(params, X, **kwargs)
     with pytest.raises(ValueError):
         gs.gram_entry_supremum(params, X[..., :3], 1.0)
+
+
+@pytest.mark.parametrize("conjugate,random_start", [(False, False), (True, False), (True, True)])
+def test_each_entry_ascends_as_it_would_alone(conjugate, random_start):
+    """Entries leave the batch as they stop and backtracking re-evaluates only the entries still failing: each
+    (member, entry) pair, stopped or cut off mid-ascent by ``steps``, must end where it ends in a batch of its own."""
+    params, X, _ = wn.sweep_draws(8, 2, n=3, d=4, members=3, data_seed=0, init_seed=2)
+    params, X, net = [p.detach().double() for p in params], X.double(), wn.Net("res")
+    rows, cols = torch.triu_indices(3, 3)
+    Xp, single = torch.stack([X[:, rows], X[:, cols]], 2), rows == cols
+    g0 = gs._entries(params, Xp, net, gs._zeros(params, Xp), single)
+    g = torch.Generator().manual_seed(1)
+    start = [torch.randn(t.shape, generator=g, dtype=t.dtype) for t in gs._zeros(params, Xp)] if random_start else None
+    kw = {"D": 1.5, "steps": 45, "tol": 1e-6, "conjugate": conjugate}
+    for sign in (1.0, -1.0):
+        best, first, stat, left, _ = gs._ascend(params, Xp, net, g0, single, sign=sign, start=start, **kw)
+        assert 0 < int(left.sum()) < left.numel() * rows.numel()  # some pairs stopped, others were cut off
+        for k in range(rows.numel()):
+            alone = None if start is None else [t[:, k : k + 1] for t in start]
+            one = (params, Xp[:, k : k + 1], net, g0[:, k : k + 1], single[k : k + 1])
+            b1, f1, s1, _, _ = gs._ascend(*one, sign=sign, start=alone, **kw)
+            torch.testing.assert_close(first[:, k], f1[:, 0], rtol=1e-12, atol=0)
+            torch.testing.assert_close(best[:, k], b1[:, 0], rtol=1e-10, atol=0)
+            assert torch.equal(stat[:, k] > 1e-6, s1[:, 0] > 1e-6)

@@ -12,8 +12,9 @@ gradient) steps on ``‖v‖ = D`` with Armijo backtracking, so each accepted st
 have stopped leave the batch, and backtracking re-evaluates only the entries whose step is still too long. For a
 diagonal entry the two features coincide and the frame has one column.
 
-:func:`companion.widenet.gram_entry_ascent` (first-order direction, then fixed-point steps) is the chapter's sweep
-search; this module measures how far that search falls short.
+The chapter's supremum rows use it at one radius across the widths (:func:`gram_entry_supremum`) and over the whole
+ball (:func:`supremum_sweep`); :func:`companion.widenet.gram_entry_ascent` (first-order direction, then fixed-point
+steps), the width sweep's cheaper search, is measured against it there.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from torch import Tensor
 from . import activations, device, validation
 from . import widenet as wn
 
-__all__ = ["gram_entry_supremum"]
+__all__ = ["gram_entry_supremum", "supremum_sweep"]
 
 
 def _frame(x: Tensor, single: Tensor) -> Tensor:
@@ -172,6 +173,71 @@ def gram_entry_supremum(
                 found = _ascend(params, Xp, net, g0, single, D, sign, steps, tol, start=v0, conjugate=conjugate)[0]
                 out["random"] = torch.maximum(out["random"], found.max(1).values)
     out["steps"] = taken
+    return out
+
+
+def supremum_sweep(
+    m: int,
+    radii,
+    *,
+    H: int,
+    n: int,
+    d: int,
+    members: int,
+    net: wn.Net,
+    data_seed: int,
+    init_seed: int,
+    tol: float = 1e-4,
+    steps: int = 2000,
+    random_starts: int = 0,
+    generator: torch.Generator | None = None,
+) -> dict:
+    """The entrywise Gram supremum at each radius of a sweep, on one point's draws of :ref:`ch-parameter-ball`
+    (paper C's Gram drift over the whole ball): :func:`gram_entry_supremum` with conjugate directions on the network
+    and inputs of :func:`companion.widenet.sweep_draws`, every radius searched afresh.
+
+    Parameters
+    ----------
+    m : int
+        The width.
+    radii : sequence of float
+        The radii ``D`` (``R`` of them, each positive).
+    H, n, d, members, data_seed, init_seed : int
+        The draws, as :func:`companion.widenet.sweep_draws` takes them.
+    net : Net
+        The architecture, activation and scalings.
+    tol, steps, random_starts, generator
+        As :func:`gram_entry_supremum` takes them (the random starts at every radius).
+
+    Returns
+    -------
+    dict
+        ``"entry"``, ``"first_order"``, ``"random"``, ``"stationarity"``: ``(R, E)`` tensors, one row per radius, as
+        :func:`gram_entry_supremum` returns them; ``"unconverged"``: ``(R, E)``; ``"steps"``: a list of ``R`` ints.
+
+    Raises
+    ------
+    ValueError
+        On no radius, or as :func:`gram_entry_supremum` raises.
+
+    Examples
+    --------
+    >>> r = supremum_sweep(16, [0.5, 1.0], H=2, n=3, d=4, members=2, net=wn.Net(), data_seed=0, init_seed=1)
+    >>> tuple(r["entry"].shape), bool((r["entry"] >= r["first_order"]).all())
+    ((2, 2), True)
+    """
+    radii = [float(D) for D in radii]
+    if not radii:
+        raise ValueError("radii must hold at least one radius")
+    params, X, _ = wn.sweep_draws(m, H, n=n, d=d, members=members, data_seed=data_seed, init_seed=init_seed)
+    found = [
+        gram_entry_supremum(
+            params, X, D, net, steps=steps, tol=tol, random_starts=random_starts, generator=generator, conjugate=True
+        )
+        for D in radii
+    ]
+    out = {k: torch.stack([f[k] for f in found]) for k in ("entry", "first_order", "random", "stationarity", "unconverged")}
+    out["steps"] = [f["steps"] for f in found]
     return out
 
 

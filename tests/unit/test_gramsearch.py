@@ -86,3 +86,16 @@ def test_each_entry_ascends_as_it_would_alone(conjugate, random_start):
             torch.testing.assert_close(first[:, k], f1[:, 0], rtol=1e-12, atol=0)
             torch.testing.assert_close(best[:, k], b1[:, 0], rtol=1e-10, atol=0)
             assert torch.equal(stat[:, k] > 1e-6, s1[:, 0] > 1e-6)
+
+
+def test_the_radius_sweep_searches_each_radius_on_the_sweeps_draws():
+    net = wn.Net("fc", "tanh", 1.0)
+    kw = dict(H=2, n=3, d=4, members=2, net=net, data_seed=0, init_seed=1)
+    r = gs.supremum_sweep(16, [0.5, 1.0], steps=200, **kw)
+    assert tuple(r["entry"].shape) == (2, 2) and len(r["steps"]) == 2
+    params, X, _ = wn.sweep_draws(16, 2, n=3, d=4, members=2, data_seed=0, init_seed=1)
+    one = gs.gram_entry_supremum(params, X, 1.0, net, steps=200, conjugate=True)
+    torch.testing.assert_close(r["entry"][1], one["entry"], rtol=0, atol=0)
+    assert bool((r["entry"][1] > r["entry"][0]).all())  # nearly linear in D at these radii
+    with pytest.raises(ValueError):
+        gs.supremum_sweep(16, [], **kw)

@@ -83,7 +83,6 @@ __all__ = [
     "loss_hessian_measurements",
     "radius_measurements",
     "radius_sweep",
-    "entry_radius_sweep",
     "sweep_point",
     "sweep_draws",
     "dense_reference_errors",
@@ -2047,70 +2046,6 @@ def radius_sweep(
     p, X, _, gi = _sweep_draws(m, H, n=n, d=d, members=members, data_seed=data_seed, init_seed=init_seed)
     out = radius_measurements(p, X, radii, net, iters=iters, generator=gi)
     return {k: v.cpu().numpy() for k, v in out.items()}
-
-
-def entry_radius_sweep(
-    m: int,
-    H: int,
-    radii,
-    *,
-    n: int,
-    d: int,
-    members: int,
-    net: Net = Net(),
-    data_seed: int,
-    init_seed: int,
-    refine: int = ENTRY_REFINE,
-) -> dict:
-    """The entrywise Gram drift over the whole ball, every entry ascended at every radius (paper C's
-    ``|ΔG_H,ij| ≤ TD/√m`` for ``D`` up to where ``D/√m`` is no longer small; :ref:`ch-parameter-ball`).
-
-    Inputs and initialisation as in :func:`sweep_point` (same seeds, same draws); at each radius ``D`` the search of
-    :func:`gram_entry_ascent` starts afresh (its direction depends on ``D`` once the drift is no longer linear).
-
-    Parameters
-    ----------
-    m : int
-        The width.
-    H : int
-        The depth.
-    radii : sequence of float, length R
-        The ball's radii, each ``> 0``.
-    n : int
-        Inputs per member.
-    d : int
-        The input dimension.
-    members : int
-        The ensemble size.
-    net : Net
-        The architecture, activation and scalings.
-    data_seed : int
-        The seed of the inputs.
-    init_seed : int
-        The seed of the initialisation.
-    refine : int
-        Projected-gradient steps of :func:`gram_entry_ascent`.
-
-    Returns
-    -------
-    dict
-        ``"gram_entry"`` and ``"gram_entry_first"``: numpy arrays ``(R, members)``, the largest drift found and that
-        of the first-order step alone, for ``R = len(radii)``.
-
-    Raises
-    ------
-    ValueError
-        On a radius that is not positive.
-    """
-    radii = [float(D) for D in radii]
-    if not radii or any(not (D > 0) for D in radii):
-        raise ValueError(f"radii must be positive, got {radii}")
-    p, X, _, _ = _sweep_draws(m, H, n=n, d=d, members=members, data_seed=data_seed, init_seed=init_seed)
-    found = [gram_entry_ascent(p, X, D, net, refine=refine) for D in radii]
-    return {
-        "gram_entry": torch.stack([f["entry"] for f in found]).cpu().numpy(),
-        "gram_entry_first": torch.stack([f["steps"][0] for f in found]).cpu().numpy(),
-    }
 
 
 def sweep_point(

@@ -6,7 +6,7 @@ Until 2026-12-06 the whole-ball rows (``parameter-ball.radius-ball-gram-form``, 
 took at every point of their sweeps (``D = 1 … √m/4`` at one width, ``D = √m/4`` across the widths) the largest
 drift that :func:`companion.widenet.gram_entry_ascent` finds (first-order direction, then two fixed-point steps).
 This script runs, on the same draws (the chapter's seeds at the given offset), the monotone ascent
-:func:`companion.gramsearch.gram_entry_supremum` with conjugate directions to a relative stationarity of ``1e-4``,
+:func:`companion.gramsearch.gram_entry_supremum` with quasi-Newton steps to a relative stationarity of ``1e-4``,
 which the rows that replaced them use, and prints at every point the fixed-point search's value over the supremum
 (per member), the supremum's member mean, the maximisers' largest stationarity and the steps taken; then the
 exponents of both in ``D`` (the ball) and in ``m`` (the edge), as :func:`companion.stats.member_slopes` fits them on
@@ -31,7 +31,7 @@ def point(m, D, data_seed, init_seed, steps, net):
     params, X, _ = wn.sweep_draws(m, 2, n=8, d=10, members=8, data_seed=data_seed, init_seed=init_seed)
     params = [p.detach() for p in params]
     start = time.perf_counter()
-    sup = gramsearch.gram_entry_supremum(params, X, D, net, steps=steps, tol=1e-4, conjugate=True)
+    sup = gramsearch.gram_entry_supremum(params, X, D, net, steps=steps, tol=1e-4, quasi_newton=True)
     seconds = time.perf_counter() - start
     sweep = wn.gram_entry_ascent(params, X, D, net)["entry"]
     return sweep.numpy(), sup["entry"].numpy(), float(sup["stationarity"].max()), sup["steps"], seconds

@@ -46,13 +46,58 @@ def test_the_supremum_climbs_from_the_first_order_start_and_random_starts_agree(
     assert bool((r["random"] <= r["entry"] * (1 + 1e-6)).all())
 
 
-def test_conjugate_directions_reach_the_same_maximum():
+def test_quasi_newton_steps_reach_the_same_maximum():
     params, X = _draws()
     plain = gs.gram_entry_supremum(params, X, 2.0, steps=2000, tol=1e-6)
-    cg = gs.gram_entry_supremum(params, X, 2.0, steps=2000, tol=1e-6, conjugate=True)
-    assert int(plain["unconverged"].sum()) == 0 and int(cg["unconverged"].sum()) == 0
-    torch.testing.assert_close(cg["entry"], plain["entry"], rtol=1e-6, atol=0)
-    assert bool((cg["entry"] >= cg["first_order"]).all())
+    qn = gs.gram_entry_supremum(params, X, 2.0, steps=2000, tol=1e-6, quasi_newton=True)
+    assert int(plain["unconverged"].sum()) == 0 and int(qn["unconverged"].sum()) == 0
+    torch.testing.assert_close(qn["entry"], plain["entry"], rtol=1e-6, atol=0)
+    assert bool((qn["entry"] >= qn["first_order"]).all())
+    assert qn["steps"] < plain["steps"] / 3  # quasi-Newton steps: 87 here, the projected gradient 501
+
+
+def test_the_two_loop_recursion_inverts_the_secant_pairs():
+    """On pairs ``y = A s`` of a quadratic, the L-BFGS estimate maps the newest ``y`` back to its ``s``; a pair
+    left out (``rho = 0``) changes nothing."""
+    g = torch.Generator().manual_seed(0)
+    N = 7
+    A = torch.randn(N, N, generator=g, dtype=torch.float64)
+    A = A @ A.T + N * torch.eye(N, dtype=torch.float64)
+    S = [torch.randn(2, 3, N, generator=g, dtype=torch.float64) for _ in range(4)]
+    Y = [s @ A for s in S]
+    rho = [1 / (s * y).sum(-1) for s, y in zip(S, Y)]
+    p, have = gs._two_loop(Y[-1], S, Y, rho)
+    assert bool(have.all())
+    torch.testing.assert_close(p, S[-1], rtol=1e-10, atol=1e-12)
+    junk = torch.randn(2, 3, N, generator=g, dtype=torch.float64)
+    q, _ = gs._two_loop(Y[-1], [junk, *S], [junk, *Y], [torch.zeros(2, 3, dtype=torch.float64), *rho])
+    torch.testing.assert_close(q, p, rtol=1e-12, atol=1e-14)
+    q, have = gs._two_loop(Y[-1], S[:1], Y[:1], [torch.zeros(2, 3, dtype=torch.float64)])
+    assert not bool(have.any())  # no pair kept: the caller steps along the gradient
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_every_quasi_newton_step_raises_the_drift(sign):
+    """The quasi-Newton ascent stopped after 0, 1, 2, … steps: every pair's drift never falls, rises at every step
+    until the pair stops, and ends at the projected gradient's maximum."""
+    params, X = _draws()
+    net = wn.Net()
+    rows, cols = torch.triu_indices(3, 3)
+    Xp, single = torch.stack([X[:, rows], X[:, cols]], 2), rows == cols
+    g0 = gs._entries(params, Xp, net, gs._zeros(params, Xp), single)
+    kw = {"D": 1.5, "sign": sign, "tol": 1e-6}
+    prev = None
+    for k in range(60):
+        best, _, stat, _, taken = gs._ascend(params, Xp, net, g0, single, steps=k, quasi_newton=True, **kw)
+        if prev is not None:
+            moving = prev[1] > 1e-6  # still ascending after k - 1 steps
+            assert bool((best[moving] > prev[0][moving]).all()) and bool((best[~moving] == prev[0][~moving]).all())
+        prev = best, stat
+        if taken < k:
+            break
+    assert taken < k and bool((stat <= 1e-6).all())
+    plain = gs._ascend(params, Xp, net, g0, single, steps=2000, **kw)[0]
+    torch.testing.assert_close(best, plain, rtol=1e-6, atol=0)
 
 
 def test_bad_input_is_refused():
@@ -64,8 +109,8 @@ def test_bad_input_is_refused():
         gs.gram_entry_supremum(params, X[..., :3], 1.0)
 
 
-@pytest.mark.parametrize("conjugate,random_start", [(False, False), (True, False), (True, True)])
-def test_each_entry_ascends_as_it_would_alone(conjugate, random_start):
+@pytest.mark.parametrize("quasi_newton,random_start", [(False, False), (True, False), (True, True)])
+def test_each_entry_ascends_as_it_would_alone(quasi_newton, random_start):
     """Entries leave the batch as they stop and backtracking re-evaluates only the entries still failing: each
     (member, entry) pair, stopped or cut off mid-ascent by ``steps``, must end where it ends in a batch of its own."""
     params, X, _ = wn.sweep_draws(8, 2, n=3, d=4, members=3, data_seed=0, init_seed=2)
@@ -75,7 +120,7 @@ def test_each_entry_ascends_as_it_would_alone(conjugate, random_start):
     g0 = gs._entries(params, Xp, net, gs._zeros(params, Xp), single)
     g = torch.Generator().manual_seed(1)
     start = [torch.randn(t.shape, generator=g, dtype=t.dtype) for t in gs._zeros(params, Xp)] if random_start else None
-    kw = {"D": 1.5, "steps": 45, "tol": 1e-6, "conjugate": conjugate}
+    kw = {"D": 1.5, "steps": 25 if quasi_newton else 45, "tol": 1e-6, "quasi_newton": quasi_newton}
     for sign in (1.0, -1.0):
         best, first, stat, left, _ = gs._ascend(params, Xp, net, g0, single, sign=sign, start=start, **kw)
         assert 0 < int(left.sum()) < left.numel() * rows.numel()  # some pairs stopped, others were cut off
@@ -94,7 +139,7 @@ def test_the_radius_sweep_searches_each_radius_on_the_sweeps_draws():
     r = gs.supremum_sweep(16, [0.5, 1.0], steps=200, **kw)
     assert tuple(r["entry"].shape) == (2, 2) and len(r["steps"]) == 2
     params, X, _ = wn.sweep_draws(16, 2, n=3, d=4, members=2, data_seed=0, init_seed=1)
-    one = gs.gram_entry_supremum(params, X, 1.0, net, steps=200, conjugate=True)
+    one = gs.gram_entry_supremum(params, X, 1.0, net, steps=200, quasi_newton=True)
     torch.testing.assert_close(r["entry"][1], one["entry"], rtol=0, atol=0)
     assert bool((r["entry"][1] > r["entry"][0]).all())  # nearly linear in D at these radii
     with pytest.raises(ValueError):

@@ -129,9 +129,10 @@ def gram_entry_supremum(
     dict
         ``"entry"``: ``(E,)``, the largest drift found from the first-order starts; ``"first_order"``: ``(E,)``, the
         largest drift at those starts; ``"random"``: ``(E,)``, the largest drift found from the random starts (zeros
-        without them); ``"stationarity"``: ``(E,)``, the relative stationarity of the entry
-        that attains ``"entry"``; ``"unconverged"``: ``(E,)``, the number of entries and signs still above ``tol``
-        after ``steps`` steps; ``"steps"``: the steps taken by the slowest batch.
+        without them); ``"stationarity"`` and ``"random_stationarity"``: ``(E,)``, the relative stationarity of the
+        entry that attains ``"entry"`` and ``"random"``; ``"unconverged"`` and ``"random_unconverged"``: ``(E,)``, the
+        ascents from those starts still above ``tol`` after ``steps`` steps; ``"steps"``: the steps taken by the
+        slowest batch (the first-order and the random starts of a batch of entries ascend together).
 
     Raises
     ------
@@ -153,10 +154,12 @@ def gram_entry_supremum(
     X = X.expand(E, n, d) if X.ndim == 2 else X
     params = [p.detach() for p in params]
     rows, cols = torch.triu_indices(n, n)
-    chunk = max(1, budget // (E * m * (4 * H + ((2 * _MEMORY + 2) * (2 * H + 1) if quasi_newton else 0))))
-    keys = ("entry", "first_order", "random", "stationarity")
+    per_entry = E * m * (4 * H + ((2 * _MEMORY + 2) * (2 * H + 1) if quasi_newton else 0)) * (1 + random_starts)
+    chunk = max(1, budget // per_entry)
+    keys = ("entry", "first_order", "random", "entry_stationarity", "random_stationarity")
     out = {k: torch.zeros(E, dtype=X.dtype, device=X.device) for k in keys}
-    out["unconverged"] = torch.zeros(E, dtype=torch.long, device=X.device)
+    for key in ("entry_unconverged", "random_unconverged"):
+        out[key] = torch.zeros(E, dtype=torch.long, device=X.device)
     taken = 0
     for start in range(0, rows.numel(), chunk):
         ri, ci = rows[start : start + chunk], cols[start : start + chunk]
@@ -164,19 +167,31 @@ def gram_entry_supremum(
         single = ri == ci
         g0z = _zeros(params, Xp)
         g0 = _entries(params, Xp, net, g0z, single)
+        K = ri.numel()
         for sign in (1.0, -1.0):
-            best, first, stat, left, k = _ascend(params, Xp, net, g0, single, D, sign, steps, tol, quasi_newton=quasi_newton)
+            # the first-order start and the random starts ascend in one batch, the starts side by side along K
+            fo = _Batch(params, Xp, net, g0, single.expand(E, K), sign).value_and_grad(g0z)[1]
+            drawn = [
+                [device.randn(t.shape, generator=generator, device=t.device, dtype=t.dtype) for t in g0z]
+                for _ in range(random_starts)
+            ]
+            v0 = [torch.cat([a, *(v[i] for v in drawn)], 1) for i, a in enumerate(fo)]
+            copies = 1 + random_starts
+            Xk, g0k, single_k = Xp.repeat(1, copies, 1, 1), g0.repeat(1, copies), single.repeat(copies)
+            best, first, stat, _, k = _ascend(
+                params, Xk, net, g0k, single_k, D, sign, steps, tol, start=v0, quasi_newton=quasi_newton
+            )
             taken = max(taken, k)
-            out["first_order"] = torch.maximum(out["first_order"], first.max(1).values)
-            top, at = best.max(1)
-            better = top > out["entry"]
-            out["stationarity"] = torch.where(better, stat.gather(1, at[:, None])[:, 0], out["stationarity"])
-            out["entry"] = torch.maximum(out["entry"], top)
-            out["unconverged"] += left
-            for _ in range(random_starts):
-                v0 = [device.randn(t.shape, generator=generator, device=t.device, dtype=t.dtype) for t in g0z]
-                found = _ascend(params, Xp, net, g0, single, D, sign, steps, tol, start=v0, quasi_newton=quasi_newton)[0]
-                out["random"] = torch.maximum(out["random"], found.max(1).values)
+            for key, part in (("entry", slice(0, K)), ("random", slice(K, None)))[:copies]:
+                top, at = best[:, part].max(1)
+                better = top > out[key]
+                out[f"{key}_stationarity"] = torch.where(
+                    better, stat[:, part].gather(1, at[:, None])[:, 0], out[f"{key}_stationarity"]
+                )
+                out[key] = torch.maximum(out[key], top)
+                out[f"{key}_unconverged"] += (stat[:, part] > tol).sum(1)
+            out["first_order"] = torch.maximum(out["first_order"], first[:, :K].max(1).values)
+    out["stationarity"], out["unconverged"] = out.pop("entry_stationarity"), out.pop("entry_unconverged")
     out["steps"] = taken
     return out
 
@@ -218,8 +233,9 @@ def supremum_sweep(
     Returns
     -------
     dict
-        ``"entry"``, ``"first_order"``, ``"random"``, ``"stationarity"``: ``(R, E)`` tensors, one row per radius, as
-        :func:`gram_entry_supremum` returns them; ``"unconverged"``: ``(R, E)``; ``"steps"``: a list of ``R`` ints.
+        ``"entry"``, ``"first_order"``, ``"random"``, ``"stationarity"``, ``"random_stationarity"``,
+        ``"unconverged"``, ``"random_unconverged"``: ``(R, E)`` tensors, one row per radius, as
+        :func:`gram_entry_supremum` returns them; ``"steps"``: a list of ``R`` ints.
 
     Raises
     ------
@@ -242,7 +258,8 @@ def supremum_sweep(
         )
         for D in radii
     ]
-    out = {k: torch.stack([f[k] for f in found]) for k in ("entry", "first_order", "random", "stationarity", "unconverged")}
+    keys = ("entry", "first_order", "random", "stationarity", "random_stationarity", "unconverged", "random_unconverged")
+    out = {k: torch.stack([f[k] for f in found]) for k in keys}
     out["steps"] = [f["steps"] for f in found]
     return out
 

@@ -10,6 +10,17 @@ import torch
 os.environ.setdefault("COMPANION_PROGRESS", "0")
 
 
+@pytest.fixture(autouse=True)
+def _default_dtype_unchanged():
+    """Every test leaves torch's default dtype as it found it: a leaked ``set_default_dtype`` changes how later
+    doctests print tensors, so the leak is restored and reported at the test that made it."""
+    before = torch.get_default_dtype()
+    yield
+    after = torch.get_default_dtype()
+    torch.set_default_dtype(before)
+    assert after == before, f"the test changed torch's default dtype from {before} to {after}; restore it"
+
+
 @pytest.fixture
 def gen():
     """A fresh CPU generator with a fixed seed: every test is reproducible."""

@@ -57,7 +57,16 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--confidence", type=float, default=0.999)
     args = ap.parse_args(argv)
+    previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
+    try:
+        _sweeps(args)
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def _sweeps(args: argparse.Namespace) -> None:
+    """The ball sweep and the width sweep that :func:`main` asked for, in float64."""
     net, off, m = wn.Net("fc", "tanh", 1.0), args.offset, args.m_radius
     if args.points:
         radii = np.geomspace(1.0, math.sqrt(m) * args.edge, args.points)

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -14,8 +15,16 @@ import ball_search  # noqa: E402
 from companion import widenet as wn  # noqa: E402
 
 
-def test_one_point_compares_the_search_with_a_stationary_supremum():
+@pytest.fixture
+def float64():
+    """float64 as the default dtype for one test, the previous default restored after it."""
+    previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
+
+
+def test_one_point_compares_the_search_with_a_stationary_supremum(float64):
     sweep, sup, stat, steps, _ = ball_search.point(16, 1.0, 0, 1, 400, wn.Net("fc", "tanh", 1.0))
     assert sweep.shape == sup.shape == (8,)
     assert stat <= 1e-4 and 0 < steps <= 400
@@ -23,7 +32,6 @@ def test_one_point_compares_the_search_with_a_stationary_supremum():
 
 
 def test_the_report_prints_both_exponents(capsys):
-    torch.set_default_dtype(torch.float64)
     ball_search.main(["--m-radius", "16", "--points", "3", "--widths", "8", "16", "32", "--steps", "40"])
     out = capsys.readouterr().out
     assert "exponent in D of the supremum" in out and "exponent in m of the sweep" in out

@@ -499,7 +499,7 @@ def member_slopes(x, Y, confidence: float = 0.95, *, x_min: float | None = None)
     ------
     ValueError
         When ``Y`` is not ``(R, E)`` with ``R = len(x)``, fewer than three abscissae (after ``x_min``) or two members
-        remain, or a value is not finite and positive.
+        remain, the abscissae are all equal, or a value is not finite and positive.
     """
     x, Y = _np(x).ravel(), _np(Y)
     if Y.ndim != 2 or Y.shape[0] != x.size:
@@ -512,6 +512,8 @@ def member_slopes(x, Y, confidence: float = 0.95, *, x_min: float | None = None)
         raise ValueError("log-log fits need finite positive x and Y")
     ly = np.log(ly)
     xc = lx - lx.mean()
+    if not xc @ xc > 0:
+        raise ValueError(f"the abscissae must not all be equal (a slope needs a spread in x), got {x[sel].tolist()}")
     slopes = (xc @ (ly - ly.mean(axis=0))) / (xc @ xc)
     return replace(mean(slopes, confidence=confidence), method="t-interval over members")
 

@@ -32,6 +32,6 @@ def test_one_point_compares_the_search_with_a_stationary_supremum(float64):
 
 
 def test_the_report_prints_both_exponents(capsys):
-    ball_search.main(["--m-radius", "16", "--points", "3", "--widths", "8", "16", "32", "--steps", "40"])
+    ball_search.main(["--m-radius", "64", "--points", "3", "--widths", "8", "16", "32", "--steps", "40"])
     out = capsys.readouterr().out
     assert "exponent in D of the supremum" in out and "exponent in m of the sweep" in out

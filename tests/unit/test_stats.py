@@ -124,6 +124,8 @@ def test_member_slopes_is_the_t_interval_of_per_member_slopes():
         stats.member_slopes(x, Y[:5])
     with pytest.raises(ValueError, match="positive"):
         stats.member_slopes(x, -Y)
+    with pytest.raises(ValueError, match="all be equal"):
+        stats.member_slopes(np.ones(12), Y)
 
 
 def test_semilog_slope_matches_linregress():

@@ -440,6 +440,7 @@ def _quasi_newton(batch, x, D, steps, tol, armijo, halvings, memory):
     real = torch.ones_like(phi, dtype=torch.bool)  # the pairs of the batch still ascending (the others pad)
     place = (torch.arange(E, device=phi.device), torch.arange(K, device=phi.device).expand(E, K))  # in the chunk
     S, Y, rho = [], [], []
+    gamma = torch.zeros_like(phi)  # the initial scaling sᵀy/yᵀy of the newest pair kept
     x_prev = gt_prev = None
     k = 0
     for k in range(1, steps + 1):
@@ -456,20 +457,22 @@ def _quasi_newton(batch, x, D, steps, tol, armijo, halvings, memory):
             place = place if at is None else (place[0][at[0]], _take(place[1], at))
             phi, tau, x, g, gt = (_take(t, at) for t in (phi, tau, x, g, gt))
             S, Y, rho = ([_take(t, at) for t in u] for u in (S, Y, rho))
+            gamma = _take(gamma, at)
             if x_prev is not None:
                 x_prev, gt_prev = _take(x_prev, at), _take(gt_prev, at)
         if x_prev is not None:  # the newest secant pair, left out of the estimate where sᵀy ≤ 0
             s = _flat_tangent(x - x_prev, x, D)
             y = _flat_tangent(gt_prev, x, D) - gt
-            sy = (s * y).sum(-1)
-            kept = sy > 1e-10 * s.norm(dim=-1) * y.norm(dim=-1)
-            S, Y, rho = S + [s], Y + [y], rho + [torch.where(kept, 1 / torch.where(kept, sy, 1.0), 0.0)]
-            S, Y, rho = S[-memory:], Y[-memory:], rho[-memory:]
-        p, have = _two_loop(gt, S, Y, rho)
+            sy, yy = torch.linalg.vecdot(s, y), torch.linalg.vecdot(y, y)
+            kept = sy > 1e-10 * s.norm(dim=-1) * yy.sqrt()
+            rho_new = torch.where(kept, 1 / torch.where(kept, sy, 1.0), 0.0)
+            gamma = torch.where(kept, 1 / (rho_new * yy).clamp_min(1e-300), gamma)  # sᵀy/yᵀy of the newest kept
+            S, Y, rho = (S + [s])[-memory:], (Y + [y])[-memory:], (rho + [rho_new])[-memory:]
+        p, have = _two_loop(gt, S, Y, rho, gamma)
         p = _flat_tangent(p, x, D)
-        slope = (gt * p).sum(-1)
+        slope = torch.linalg.vecdot(gt, p)
         have = have & (slope > 0)  # otherwise the projected gradient, from the angle ``tau``
-        p, slope = torch.where(have[..., None], p, gt), torch.where(have, slope, (gt * gt).sum(-1))
+        p, slope = torch.where(have[..., None], p, gt), torch.where(have, slope, torch.linalg.vecdot(gt, gt))
         tau = torch.where(have, (p.norm(dim=-1) / D).clamp_max(1.0), tau)  # the step's own length first
         x_prev, gt_prev = x, gt
         x, tau, phi, g = _line_search(batch, x, p, slope, phi, g, tau, real, D, armijo, halvings)
@@ -479,29 +482,24 @@ def _quasi_newton(batch, x, D, steps, tol, armijo, halvings, memory):
     return best, first, stat_out, (stat_out > tol).sum(1), k
 
 
-def _two_loop(gt: Tensor, S, Y, rho):
+def _two_loop(gt: Tensor, S, Y, rho, gamma: Tensor):
     """L-BFGS's inverse-Hessian estimate applied to ``gt`` ``(E, K, N)`` by the two-loop recursion over the pairs
     ``S``, ``Y`` (lists of ``(E, K, N)``, oldest first; ``rho = 1/sᵀy`` ``(E, K)``, zero for a pair left out),
-    scaled at the start by ``sᵀy/yᵀy`` of the newest pair kept: ``(p, have)``, ``have`` ``(E, K)`` where a pair is
-    kept (elsewhere ``p`` is not used)."""
+    scaled at the start by ``gamma`` ``(E, K)``, ``sᵀy/yᵀy`` of the newest pair kept: ``(p, have)``, ``have``
+    ``(E, K)`` where a pair is kept (elsewhere ``p`` is not used)."""
     if not rho:
         return gt, torch.zeros_like(gt[..., 0], dtype=torch.bool)
-    kept = torch.stack(rho, -1) > 0
-    have = kept.any(-1)
+    have = (torch.stack(rho, -1) > 0).any(-1)
     if not bool(have.any()):
         return gt, have
-    q, alpha = gt, []
+    q, alpha = gt.clone(), []
     for s, y, r in zip(reversed(S), reversed(Y), reversed(rho)):
-        a = r * (s * q).sum(-1)
-        q = q - a[..., None] * y
+        a = r * torch.linalg.vecdot(s, q)
+        q.sub_(a[..., None] * y)
         alpha.append(a)
-    gamma = torch.zeros_like(rho[0])
-    for y, r in zip(Y, rho):
-        gamma = torch.where(r > 0, 1 / (r * (y * y).sum(-1)).clamp_min(1e-300), gamma)
-    q = gamma[..., None] * q
+    q.mul_(gamma[..., None])
     for s, y, r, a in zip(S, Y, rho, reversed(alpha)):
-        b = r * (y * q).sum(-1)
-        q = q + (a - b)[..., None] * s
+        q.add_((a - r * torch.linalg.vecdot(y, q))[..., None] * s)
     return q, have
 
 
@@ -552,7 +550,7 @@ def _flat_sphere(x: Tensor, D: float) -> Tensor:
 
 def _flat_tangent(u: Tensor, at: Tensor, D: float) -> Tensor:
     """:func:`_tangent` for joined vectors."""
-    return u - ((u * at).sum(-1, keepdim=True) / D**2) * at
+    return torch.addcmul(u, torch.linalg.vecdot(u, at)[..., None], at, value=-1 / D**2)
 
 
 def _bc(c: Tensor, like: Tensor) -> Tensor:

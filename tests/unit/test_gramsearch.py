@@ -66,13 +66,14 @@ def test_the_two_loop_recursion_inverts_the_secant_pairs():
     S = [torch.randn(2, 3, N, generator=g, dtype=torch.float64) for _ in range(4)]
     Y = [s @ A for s in S]
     rho = [1 / (s * y).sum(-1) for s, y in zip(S, Y)]
-    p, have = gs._two_loop(Y[-1], S, Y, rho)
+    gamma = 1 / (rho[-1] * (Y[-1] * Y[-1]).sum(-1))  # sᵀy/yᵀy of the newest pair
+    p, have = gs._two_loop(Y[-1], S, Y, rho, gamma)
     assert bool(have.all())
     torch.testing.assert_close(p, S[-1], rtol=1e-10, atol=1e-12)
     junk = torch.randn(2, 3, N, generator=g, dtype=torch.float64)
-    q, _ = gs._two_loop(Y[-1], [junk, *S], [junk, *Y], [torch.zeros(2, 3, dtype=torch.float64), *rho])
+    q, _ = gs._two_loop(Y[-1], [junk, *S], [junk, *Y], [torch.zeros(2, 3, dtype=torch.float64), *rho], gamma)
     torch.testing.assert_close(q, p, rtol=1e-12, atol=1e-14)
-    q, have = gs._two_loop(Y[-1], S[:1], Y[:1], [torch.zeros(2, 3, dtype=torch.float64)])
+    q, have = gs._two_loop(Y[-1], S[:1], Y[:1], [torch.zeros(2, 3, dtype=torch.float64)], gamma)
     assert not bool(have.any())  # no pair kept: the caller steps along the gradient
 
 

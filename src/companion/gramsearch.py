@@ -120,9 +120,11 @@ def gram_entry_supremum(
         from linear (``D/√m = 1/4``, ``m`` = 64–512) the slowest batch stops within 50–90 steps of about one
         gradient evaluation each; where an entry has several local maxima, a different path may end at another.
     budget : int
-        Activation entries per batch: ``max(1, budget // (4 E m H))`` entries are ascended at once, or
-        ``max(1, budget // (E m (4 H + 14 (2 H + 1))))`` with ``quasi_newton`` (the secant pairs and iterates count
-        too): a memory cap; since stopped entries leave the batch, a larger batch costs no extra evaluations.
+        Activation entries per sign in a batch: ``max(1, budget // (4 E m H s))`` entries are ascended at once, or
+        ``max(1, budget // (E m (4 H + 14 (2 H + 1)) s))`` with ``quasi_newton`` (the secant pairs and iterates count
+        too), ``s = 1 + random_starts`` starts each, both signs together (so twice that in all): a memory cap that
+        also fixes the order of the random starts' draws (chunk by chunk, sign by sign); since stopped entries leave
+        the batch, a larger batch costs no extra evaluations.
 
     Returns
     -------
@@ -168,29 +170,35 @@ def gram_entry_supremum(
         g0z = _zeros(params, Xp)
         g0 = _entries(params, Xp, net, g0z, single)
         K = ri.numel()
+        # both signs, each with its first-order start and its random starts, ascend in one batch, side by side
+        # along K: [+first-order, +random…, −first-order, −random…] (the random starts drawn sign by sign)
+        starts = []
         for sign in (1.0, -1.0):
-            # the first-order start and the random starts ascend in one batch, the starts side by side along K
-            fo = _Batch(params, Xp, net, g0, single.expand(E, K), sign).value_and_grad(g0z)[1]
-            drawn = [
+            starts.append(_Batch(params, Xp, net, g0, single.expand(E, K), sign).value_and_grad(g0z)[1])
+            starts += [
                 [device.randn(t.shape, generator=generator, device=t.device, dtype=t.dtype) for t in g0z]
                 for _ in range(random_starts)
             ]
-            v0 = [torch.cat([a, *(v[i] for v in drawn)], 1) for i, a in enumerate(fo)]
-            copies = 1 + random_starts
-            Xk, g0k, single_k = Xp.repeat(1, copies, 1, 1), g0.repeat(1, copies), single.repeat(copies)
-            best, first, stat, _, k = _ascend(
-                params, Xk, net, g0k, single_k, D, sign, steps, tol, start=v0, quasi_newton=quasi_newton
-            )
-            taken = max(taken, k)
+        v0 = [torch.cat([v[i] for v in starts], 1) for i in range(len(g0z))]
+        copies = 1 + random_starts
+        signs = torch.tensor([1.0, -1.0], dtype=X.dtype, device=X.device).repeat_interleave(copies * K)
+        Xk, g0k, single_k = Xp.repeat(1, 2 * copies, 1, 1), g0.repeat(1, 2 * copies), single.repeat(2 * copies)
+        best, first, stat, _, k = _ascend(
+            params, Xk, net, g0k, single_k, D, signs, steps, tol, start=v0, quasi_newton=quasi_newton
+        )
+        taken = max(taken, k)
+        for at_sign in (0, copies * K):  # the + block, then the − block
+            block = slice(at_sign, at_sign + copies * K)
+            b, st, f = best[:, block], stat[:, block], first[:, block]
             for key, part in (("entry", slice(0, K)), ("random", slice(K, None)))[:copies]:
-                top, at = best[:, part].max(1)
+                top, at = b[:, part].max(1)
                 better = top > out[key]
                 out[f"{key}_stationarity"] = torch.where(
-                    better, stat[:, part].gather(1, at[:, None])[:, 0], out[f"{key}_stationarity"]
+                    better, st[:, part].gather(1, at[:, None])[:, 0], out[f"{key}_stationarity"]
                 )
                 out[key] = torch.maximum(out[key], top)
-                out[f"{key}_unconverged"] += (stat[:, part] > tol).sum(1)
-            out["first_order"] = torch.maximum(out["first_order"], first[:, :K].max(1).values)
+                out[f"{key}_unconverged"] += (st[:, part] > tol).sum(1)
+            out["first_order"] = torch.maximum(out["first_order"], f[:, :K].max(1).values)
     out["stationarity"], out["unconverged"] = out.pop("entry_stationarity"), out.pop("entry_unconverged")
     out["steps"] = taken
     return out
@@ -284,11 +292,12 @@ def _split(x: Tensor, H: int) -> list[Tensor]:
 
 
 class _Batch:
-    """The pairs (member, entry) of one sign's ascent, member-major ``(E', K')``: the members' parameters, each
-    pair's inputs ``Xp``, entry at ``θ0`` ``g0`` and diagonal flag ``single``, and the column mask that keeps a
-    diagonal entry's frame to one column."""
+    """The pairs (member, entry) of an ascent, member-major ``(E', K')``: the members' parameters, each pair's inputs
+    ``Xp``, entry at ``θ0`` ``g0``, diagonal flag ``single`` and sign (``sign``: a number, or one per pair), and the
+    column mask that keeps a diagonal entry's frame to one column."""
 
     def __init__(self, params, Xp, net, g0, single, sign):
+        sign = torch.as_tensor(sign, dtype=g0.dtype, device=g0.device).expand(g0.shape)  # one per pair
         self.params, self.Xp, self.net, self.g0, self.single, self.sign = params, Xp, net, g0, single, sign
         column = torch.stack([torch.ones_like(single), ~single], -1).to(Xp.dtype)[:, :, None, :]
         self.mask = [column] * wn.depth(params) + [torch.ones(1, 1, 1, dtype=Xp.dtype, device=Xp.device)]
@@ -299,8 +308,8 @@ class _Batch:
             return self
         rows, cols = at
         params = self.params if rows.numel() == self.g0.shape[0] else [p[rows] for p in self.params]
-        Xp, g0, single = (_take(t, at) for t in (self.Xp, self.g0, self.single))
-        return _Batch(params, Xp, self.net, g0, single, self.sign)
+        Xp, g0, single, sign = (_take(t, at) for t in (self.Xp, self.g0, self.single, self.sign))
+        return _Batch(params, Xp, self.net, g0, single, sign)
 
     def value(self, v):
         return self.sign * (_entries(self.params, self.Xp, self.net, v, self.single) - self.g0)
@@ -358,8 +367,9 @@ _MEMORY = 6  # the secant pairs the quasi-Newton ascent keeps
 def _ascend(
     params, Xp, net, g0, single, D, sign, steps, tol, start=None, armijo=1e-4, halvings=40, quasi_newton=False, memory=_MEMORY
 ):
-    """One sign's ascent for a batch of entries from the first-order direction (or from ``start``, projected onto
-    the frame's columns and the sphere): ``(best, first, stationarity, unconverged (E,), steps taken)``; projected
+    """The ascent of a batch of entries, each with its ``sign`` (a number, or ``(K,)`` or ``(E, K)`` per pair), from
+    the first-order direction (or from ``start``, projected onto the frame's columns and the sphere): ``(best, first,
+    stationarity, unconverged (E,), steps taken)``; projected
     gradient steps, or with ``quasi_newton`` the quasi-Newton steps of :func:`_quasi_newton` (``memory ≥ 1`` pairs).
 
     Only the pairs (member, entry) still ascending are evaluated: a pair that has stopped leaves the batch, and the

@@ -396,10 +396,7 @@ def _ascend(
             k -= 1
             break
         if not bool(torch.equal(live, real)):  # stopped pairs leave the batch
-            best, stat_out = _put(best, place, real & ~live, phi), _put(stat_out, place, real & ~live, stat)
-            at, real = _pack(live)
-            batch = batch.take(at)
-            place = place if at is None else (place[0][at[0]], _take(place[1], at))
+            batch, place, real, at, best, stat_out = _leave(batch, place, real, live, best, stat_out, phi, stat)
             phi, tau = _take(phi, at), _take(tau, at)
             v, g, gt = ([_take(t, at) for t in u] for u in (v, g, gt))
         v, tau = _backtrack(batch, v, gt, _dot(gt, gt), phi, tau, real, D, armijo, halvings)
@@ -408,6 +405,18 @@ def _ascend(
     stat = D * _dot(gt, gt).sqrt() / phi.abs().clamp_min(tiny)
     best, stat_out = _put(best, place, real, phi), _put(stat_out, place, real, stat)
     return best, first, stat_out, (stat_out > tol).sum(1), k
+
+
+def _leave(batch, place, real, live, best, stat_out, phi, stat):
+    """The pairs of the batch that stopped (``real`` but not ``live``) leave it: their drift ``phi`` and
+    stationarity ``stat`` are written to ``best`` and ``stat_out`` at their ``place`` in the chunk, and the batch
+    is packed to the ``live`` pairs (:func:`_pack`). Returns ``(batch, place, real, at, best, stat_out)``, ``at``
+    for the caller to take its own per-pair state with :func:`_take`."""
+    stopped = real & ~live
+    best, stat_out = _put(best, place, stopped, phi), _put(stat_out, place, stopped, stat)
+    at, real = _pack(live)
+    place = place if at is None else (place[0][at[0]], _take(place[1], at))
+    return batch.take(at), place, real, at, best, stat_out
 
 
 def _backtrack(batch, v, p, slope, phi, tau, pending, D, armijo, halvings):
@@ -461,10 +470,7 @@ def _quasi_newton(batch, x, D, steps, tol, armijo, halvings, memory):
             k -= 1
             break
         if not bool(torch.equal(live, real)):  # stopped pairs leave the batch
-            best, stat_out = _put(best, place, real & ~live, phi), _put(stat_out, place, real & ~live, stat)
-            at, real = _pack(live)
-            batch = batch.take(at)
-            place = place if at is None else (place[0][at[0]], _take(place[1], at))
+            batch, place, real, at, best, stat_out = _leave(batch, place, real, live, best, stat_out, phi, stat)
             phi, tau, x, g, gt = (_take(t, at) for t in (phi, tau, x, g, gt))
             S, Y, rho = ([_take(t, at) for t in u] for u in (S, Y, rho))
             gamma = _take(gamma, at)

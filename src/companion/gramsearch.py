@@ -348,7 +348,14 @@ def _pack(sel: Tensor):
 
 
 def _take(t: Tensor, at) -> Tensor:
-    return t if at is None else t[at[0][:, None], at[1]]
+    """The pairs of ``t`` ``(E, K, …)`` at ``at`` (see :func:`_pack`): ``(E', K', …)``."""
+    if at is None:
+        return t
+    rows, cols = at
+    if t.ndim == 2:
+        return t[rows[:, None], cols]
+    flat = (rows[:, None] * t.shape[1] + cols).flatten()  # one gather of whole rows: about twice as fast
+    return t.flatten(0, 1).index_select(0, flat).unflatten(0, cols.shape)
 
 
 def _put(t: Tensor, at, chosen: Tensor, value: Tensor) -> Tensor:

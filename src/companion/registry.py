@@ -679,7 +679,8 @@ def locate() -> Path:
 def _load_file(path: str, mtime: float) -> ChapterRegistry:
     import yaml
 
-    return parse(yaml.safe_load(Path(path).read_text(encoding="utf-8")), path)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where PyYAML has it: the same data
+    return parse(yaml.load(Path(path).read_text(encoding="utf-8"), Loader=loader), path)
 
 
 def load(label: str, directory: str | os.PathLike | None = None) -> ChapterRegistry:

@@ -213,6 +213,40 @@ def test_bernstein_bounds_the_exact_chi_square_tail():
         cc.bernstein_tail(1, -1.0, 1.0, 1.0)
 
 
+def test_bernstein_certificate_encloses_the_grid_and_finds_the_failure():
+    """The certified supremum over s of tail/bound lies above every grid value of the same ratio (scipy) and within
+    the enclosure's tolerance of the largest; with sigma^2 = 2 a ratio above 1 is proved where the grid finds one."""
+    import numpy as np
+
+    s = np.linspace(0, 6, 601)
+    for n in (1, 7, 300):
+        grid = np.exp(cc.chi_square_mean_tail(n, s, log=True) - cc.bernstein_tail(n, s, 4.0, 4.0, log=True))
+        c = cc.bernstein_ratio_sup(n, 4.0, 4.0, s_max=6.0, tol=1e-6)
+        assert c.holds and c.value <= 1
+        assert grid.max() <= c.value * (1 + 1e-9) and c.value - grid.max() < 1e-3
+    wrong = cc.bernstein_ratio_sup(1000, 2.0, 4.0, s_max=6.0)
+    grid = np.exp(cc.chi_square_mean_tail(1000, s, log=True) - cc.bernstein_tail(1000, s, 2.0, 4.0, log=True))
+    assert wrong.attained > 1 and grid.max() > 1 and abs(wrong.at[0] - 0.5) < 0.05  # the kink s = sigma^2/b
+    assert cc.bernstein_ratio_sup(5, 4.0, 4.0, s_max=0.5).boxes > 0  # the interval ends before the kink: one piece
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((0, 4.0, 4.0), "n must be"),
+        ((2.5, 4.0, 4.0), "n must be"),
+        ((True, 4.0, 4.0), "n must be"),
+        ((3, 0.0, 4.0), "sigma2"),
+        ((3, 4.0, -1.0), "b"),
+    ],
+)
+def test_bernstein_certificate_rejects_bad_input(args, match):
+    with pytest.raises(ValueError, match=match):
+        cc.bernstein_ratio_sup(*args)
+    with pytest.raises(ValueError, match="s_max"):
+        cc.bernstein_ratio_sup(3, 4.0, 4.0, s_max=0.0)
+
+
 def test_line_search_closed_forms_match_the_matrices(gen):
     """M(u, w) z and zᵀM(u, w)z without M, and the Ritz value on a full Krylov space is the operator norm."""
     u, w = cc.random_pairs(5, 6, generator=gen, like=torch.zeros(1, dtype=DT))

@@ -55,6 +55,7 @@ __all__ = [
     "wedge_suprema",
     "circle_net",
     "net_quadratic_max",
+    "net_reduction_certificate",
     "bernstein_tail",
     "chi_square_mean_tail",
     "bernstein_ratio_sup",
@@ -1129,6 +1130,61 @@ def net_quadratic_max(A: Tensor, net: Tensor) -> Tensor:
     if not torch.allclose(A, A.transpose(1, 2)):
         raise ValueError("A must be symmetric")
     return torch.einsum("nd,bde,ne->bn", net, A, net).abs().max(1).values
+
+
+def net_reduction_certificate(points: int, *, tol: float = 1e-4):
+    """A certified enclosure of ``min_A max_{u ∈ U} |uᵀAu| / ‖A‖`` over every non-zero symmetric ``2 × 2`` matrix
+    ``A``, ``U`` the net of :func:`circle_net` (paper B, Appendix C.6, Step 1, the net reduction
+    ``‖A‖ ≤ (1 − 2ε)⁻¹ max_{u ∈ U} |uᵀAu|``, which holds for every ``A`` when the minimum is at least ``1 − 2ε``;
+    :ref:`ch-uniform-concentration`).
+
+    Scaling ``A`` (and changing its sign) leaves the ratio unchanged, so ``A = R_θ diag(1, r) R_θᵀ`` with
+    ``r ∈ [−1, 1]`` and its top eigenvector at the angle ``θ``; the net is invariant under rotations by ``2π/N``, so
+    ``θ ∈ [0, 2π/N]`` covers every ``A``. On that box :func:`companion.certify.maximum` encloses the supremum of
+    ``−max_k |(1 + r)/2 + (1 − r)/2 · cos 2(φ_k − θ)|`` in ball arithmetic (``φ_k = 2πk/N``).
+
+    Parameters
+    ----------
+    points : int
+        The net's number of points ``N`` (at least 3).
+    tol : float
+        The enclosure's precision (positive), as :func:`companion.certify.maximum`.
+
+    Returns
+    -------
+    companion.certify.Certificate
+        ``value``: a proved lower bound of the minimum; ``attained``: the ratio at the matrix ``at = (θ, r)``, proved
+        to be at most this, so the minimum lies in ``[value, attained]``; ``margin``: ``value − (1 − 2ε)``, positive
+        when the net reduction is proved for every ``A``; ``holds``: the enclosure reached ``tol``.
+
+    Raises
+    ------
+    ValueError
+        On ``points < 3`` or a non-positive ``tol``.
+
+    Examples
+    --------
+    >>> c = net_reduction_certificate(8)     # the minimum is cos(2π/8) = 0.7071, at r = −1 between two net points
+    >>> c.holds, round(c.value, 3), c.margin > 0, round(c.at[1], 3)
+    (True, 0.707, True, -1.0)
+    """
+    from flint import arb
+
+    from . import certify
+
+    _, eps = circle_net(points)
+    _positive("tol", tol)
+    phis = [arb(2 * k) * arb.pi() / points for k in range(points)]
+
+    def negated(theta, r):
+        values = [abs((1 + r) / 2 + (1 - r) / 2 * (2 * (phi - theta)).cos()) for phi in phis]
+        top = values[0]
+        for v in values[1:]:
+            top = top.max(v)
+        return -top
+
+    c = certify.maximum(negated, [(0.0, 2 * math.pi / points), (-1.0, 1.0)], tol=tol)
+    return certify.Certificate(c.holds, -c.value, -c.attained, c.at, c.boxes, -c.value - (1 - 2 * eps))
 
 
 def bernstein_tail(n, s, sigma2: float, b: float, *, log: bool = False):

@@ -213,6 +213,27 @@ def test_bernstein_bounds_the_exact_chi_square_tail():
         cc.bernstein_tail(1, -1.0, 1.0, 1.0)
 
 
+def test_net_reduction_certificate_encloses_the_closed_form_minimum(gen):
+    """The minimum of max_U |u^T A u| / ||A|| over symmetric 2 x 2 matrices is cos(2 pi/N), at eigenvalues 1 and -1
+    with the eigenvectors halfway between net directions; every random matrix lies above the certified lower end."""
+    for points in (5, 8, 12):
+        c = cc.net_reduction_certificate(points, tol=1e-6)
+        assert c.holds and c.value <= c.attained
+        if points % 2 == 0:  # an even net: its directions mod pi are 2 pi/N apart (an odd one: pi/N)
+            assert c.value <= math.cos(2 * math.pi / points) <= c.attained
+        assert c.margin == pytest.approx(c.value - (1 - 2 * cc.circle_net(points)[1]))
+        A = torch.randn(2000, 2, 2, generator=gen, dtype=DT)
+        A = (A + A.transpose(1, 2)) / 2
+        net = cc.circle_net(points)[0].to(DT)
+        ratio = cc.net_quadratic_max(A, net) / torch.linalg.matrix_norm(A, ord=2)
+        assert float(ratio.min()) >= c.value
+    assert cc.net_reduction_certificate(8).at[1] == pytest.approx(-1.0, abs=1e-3)
+    with pytest.raises(ValueError, match="at least 3"):
+        cc.net_reduction_certificate(2)
+    with pytest.raises(ValueError, match="tol"):
+        cc.net_reduction_certificate(8, tol=0.0)
+
+
 def test_bernstein_certificate_encloses_the_grid_and_finds_the_failure():
     """The certified supremum over s of tail/bound lies above every grid value of the same ratio (scipy) and within
     the enclosure's tolerance of the largest; with sigma^2 = 2 a ratio above 1 is proved where the grid finds one."""

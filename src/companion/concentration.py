@@ -59,6 +59,7 @@ __all__ = [
     "bernstein_tail",
     "chi_square_mean_tail",
     "bernstein_ratio_sup",
+    "square_tail_ratio_sup",
 ]
 
 
@@ -1316,3 +1317,50 @@ def bernstein_ratio_sup(n: int, sigma2: float, b: float, *, s_max: float = 100.0
         sum(c.boxes for c in found),
         method="interval branch and bound (python-flint arb balls) of the regularized incomplete gamma function",
     )
+
+
+def square_tail_ratio_sup(t_max: float = 200.0, *, rate: float = 0.5, factor: float = 2.0, tol: float = 1e-6):
+    """A certified enclosure of ``sup_{0 ≤ t ≤ t_max} P(Z² > t) / (factor · e^{−rate · t})`` for ``Z ~ N(0, 1)``, with
+    ``P(Z² > t) = erfc(√(t/2))`` (paper B, Lemma 15's tail ``P(Z² > t) ≤ 2e^{−t/2}``, used in Appendix C.6, Step 3;
+    :ref:`ch-uniform-concentration`): the tail bound holds on the whole interval when the upper end is at most 1.
+
+    :func:`companion.certify.maximum` evaluates the ratio in ball arithmetic over sub-intervals of ``[0, t_max]``, so
+    every ``t`` is covered. At Lemma 15's constants the ratio is ``erfcx(√(t/2)) / 2``, which decreases from its
+    value ``1/2`` at ``t = 0``, so no ``t`` beyond the interval can exceed it.
+
+    Parameters
+    ----------
+    t_max : float
+        The upper end of the interval (positive).
+    rate, factor : float
+        The bound's rate and constant (Lemma 15: ``1/2`` and ``2``), both positive.
+    tol : float
+        The enclosure's precision (relative where the supremum exceeds 1), as :func:`companion.certify.maximum`.
+
+    Returns
+    -------
+    companion.certify.Certificate
+        ``value``: a proved upper bound of the supremum; ``attained``: the ratio proved at the point ``at``
+        (``(t,)``), a lower bound of it; ``holds``: the enclosure reached ``tol``.
+
+    Raises
+    ------
+    ValueError
+        On a non-positive ``t_max``, ``rate``, ``factor`` or ``tol``.
+
+    Examples
+    --------
+    >>> c = square_tail_ratio_sup()                # P(Z² > t) ≤ 2 e^{−t/2}: the ratio is largest at t = 0
+    >>> c.holds, round(c.value, 6), c.at
+    (True, 0.5, (0.0,))
+    >>> square_tail_ratio_sup(rate=1.0).attained > 1   # a rate of 1 fails for large t
+    True
+    """
+    from flint import arb
+
+    from . import certify
+
+    for name, value in (("t_max", t_max), ("rate", rate), ("factor", factor), ("tol", tol)):
+        _positive(name, value)
+    r, f = arb(rate), arb(factor)
+    return certify.maximum(lambda t: (t / 2).sqrt().erfc() * (r * t).exp() / f, [(0.0, float(t_max))], tol=tol)

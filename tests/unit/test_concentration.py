@@ -234,6 +234,23 @@ def test_net_reduction_certificate_encloses_the_closed_form_minimum(gen):
         cc.net_reduction_certificate(8, tol=0.0)
 
 
+def test_square_tail_certificate_encloses_the_exact_ratio():
+    """P(Z^2 > t) / (2 e^(-t/2)) = erfcx(sqrt(t/2)) / 2: largest (1/2) at t = 0; the rate 1 fails at large t."""
+    import numpy as np
+    from scipy import special
+
+    c = cc.square_tail_ratio_sup(50.0)
+    t = np.linspace(0, 50, 501)
+    assert c.holds and c.value == pytest.approx(0.5, abs=1e-6) and c.at == (0.0,)
+    assert (special.erfcx(np.sqrt(t / 2)) / 2).max() <= c.value
+    wrong = cc.square_tail_ratio_sup(50.0, rate=1.0)
+    assert wrong.attained > 1 and wrong.at[0] > 40
+    with pytest.raises(ValueError, match="t_max"):
+        cc.square_tail_ratio_sup(0.0)
+    with pytest.raises(ValueError, match="rate"):
+        cc.square_tail_ratio_sup(rate=-1.0)
+
+
 def test_bernstein_certificate_encloses_the_grid_and_finds_the_failure():
     """The certified supremum over s of tail/bound lies above every grid value of the same ratio (scipy) and within
     the enclosure's tolerance of the largest; with sigma^2 = 2 a ratio above 1 is proved where the grid finds one."""

@@ -1738,6 +1738,7 @@ def ball_measurements(
 
     * ``gram_entry``: ``max_{i ≤ j} |ΔG_H,ij|`` with every entry ascended directly (:func:`gram_entry_ascent`,
       ``entry_refine`` projected-gradient steps); ``gram_entry_first``: the same after the first-order step alone;
+      ``gram_entry_linear``: the first-order value ``D max_{i ≤ j} ‖∇G_H,ij(θ0)‖`` itself (no step taken);
       ``gram_entry_offdiag``: the mean over ``i < j`` of each entry's own largest drift (all three only with
       ``entry``);
     * ``gram_adv_entry``/``gram_adv_op``: ``‖G_H(θ0 + h) − G_H(θ0)‖`` (entrywise max / operator norm) along the
@@ -1786,7 +1787,7 @@ def ball_measurements(
     taylor : bool
         Measure the Taylor remainders.
     entry : bool
-        Measure ``gram_entry`` and ``gram_entry_first``.
+        Measure ``gram_entry``, ``gram_entry_first`` and ``gram_entry_linear``.
     entry_refine : int
         The projected-gradient steps of :func:`gram_entry_ascent` (its ``refine``).
     derivatives : bool
@@ -1822,6 +1823,7 @@ def ball_measurements(
     if entry:
         found = gram_entry_ascent(params, X, D, net, refine=entry_refine)
         out["gram_entry"], out["gram_entry_first"] = found["entry"], found["steps"][0]
+        out["gram_entry_linear"] = found["first_order"]
         out["gram_entry_offdiag"] = found["offdiag_mean"]
     if hessian:
         res = output_hessian_norm(

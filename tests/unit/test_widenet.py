@@ -214,6 +214,15 @@ def test_sweep_point_is_reproducible():
     assert all((a[k] == b[k]).all() for k in a) and a["J"].shape == (2,)
 
 
+def test_sweep_point_first_order_value_is_the_linear_drift():
+    """gram_entry_linear is D max_ij ||grad G_ij(theta0)||: linear in D, and the drift after the first-order step
+    (gram_entry_first) agrees with it to first order in D."""
+    kw = dict(n=4, d=3, members=2, data_seed=0, init_seed=1, iters=6, hessian=False)
+    small, large = (wn.sweep_point(16, 2, D, **kw) for D in (1e-4, 2e-4))
+    assert np.allclose(large["gram_entry_linear"], 2 * small["gram_entry_linear"], rtol=1e-12)
+    assert np.allclose(small["gram_entry_first"], small["gram_entry_linear"], rtol=1e-3)
+
+
 def test_sweep_draws_are_the_sweep_points_draws():
     """A longer search on sweep_draws reproduces the sweep point's entrywise maximum at the sweep's own steps."""
     point = wn.sweep_point(16, 2, 0.5, n=4, d=3, members=2, data_seed=0, init_seed=1, iters=6, hessian=False)

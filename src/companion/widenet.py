@@ -1739,7 +1739,7 @@ def ball_measurements(
     * ``gram_entry``: ``max_{i ≤ j} |ΔG_H,ij|`` with every entry ascended directly (:func:`gram_entry_ascent`,
       ``entry_refine`` projected-gradient steps); ``gram_entry_first``: the same after the first-order step alone;
       ``gram_entry_linear``: the first-order value ``D max_{i ≤ j} ‖∇G_H,ij(θ0)‖`` itself (no step taken);
-      ``gram_entry_offdiag``: the mean over ``i < j`` of each entry's own largest drift (all three only with
+      ``gram_entry_offdiag``: the mean over ``i < j`` of each entry's own largest drift (all four only with
       ``entry``);
     * ``gram_adv_entry``/``gram_adv_op``: ``‖G_H(θ0 + h) − G_H(θ0)‖`` (entrywise max / operator norm) along the
       steepest-ascent direction of :func:`gram_ascent_direction` with ``‖h‖ = D``; ``gram_gd_entry``/``gram_gd_op``

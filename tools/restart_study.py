@@ -28,6 +28,11 @@ from companion import concentration as cc
 from companion import device
 
 
+def chain_counts(chains: int) -> list[int]:
+    """The numbers of chains compared: 8 (the chapter's budget), 32, 128, … up to ``chains``."""
+    return [8 * 4**k for k in range(20) if 8 * 4**k <= chains]
+
+
 def study(d: int, ratio: int, chains: int, generator: torch.Generator) -> tuple[dict[int, float], float, float]:
     """One data set at dimension ``d``: the best of the first ``c`` chains over the best of all (``c`` = 8, 32, …
     up to ``chains``), the best value, and the seconds the search took."""
@@ -36,8 +41,7 @@ def study(d: int, ratio: int, chains: int, generator: torch.Generator) -> tuple[
     values = cc.line_search_sup(X, chains=chains, rounds=int(10 + 0.5 * d), generator=generator)["values"]
     seconds = time.perf_counter() - start
     best = float(values.max())
-    counts = [8 * 4**k for k in range(20) if 8 * 4**k <= chains]
-    return {c: float(values[:c].max()) / best for c in counts}, best, seconds
+    return {c: float(values[:c].max()) / best for c in chain_counts(chains)}, best, seconds
 
 
 def main(argv=None) -> None:
@@ -51,7 +55,7 @@ def main(argv=None) -> None:
     if args.chains < 32:
         raise ValueError(f"--chains must be at least 32 (the budget's 8 and one quadrupling), got {args.chains}")
     gen = device.generator(args.seed)
-    counts = [8 * 4**k for k in range(20) if 8 * 4**k <= args.chains]
+    counts = chain_counts(args.chains)
     print(f"n/d = {args.ratio}, rounds 10 + d/2, best of the first c chains over the best of {counts[-1]}:")
     print("| d | set | " + " | ".join(f"c = {c}" for c in counts) + " | last quadrupling | best | s |")
     print("|" + " --- |" * (len(counts) + 5))

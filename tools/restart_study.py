@@ -5,10 +5,10 @@
 The two-sided row on the exponent of ``δ̂`` in ``d`` (``uniform-concentration.d-two-sided``, retired) needed the
 line search :func:`companion.concentration.line_search_sup` converged at every ``d``. This script measures, on
 synthetic data sets ``X ~ N(0, I_d)`` of ``n = ratio · d`` points drawn from ``--seed``, the search with the
-chapter's budget rule (``10 + d/2`` rounds) and ``--chains`` chains in one batch, and prints for each data set the
-best value of the first ``c`` chains over the best of all, for ``c = 8, 32, 128, …`` (the chapter's budget is 8
-chains), and the gain of the last quadrupling of the chains. A search converged by restarts would show ratios of 1
-well before the last column and a gain near 1 at every ``d``.
+chapter's budget rule (:func:`companion.concentration.line_search_rounds`: ``10 + d/2`` rounds) and ``--chains``
+chains in one batch, and prints for each data set the best value of the first ``c`` chains over the best of all, for
+``c = 8, 32, 128, …`` (the chapter's budget is 8 chains), and the gain of the last quadrupling of the chains. A
+search converged by restarts would show ratios of 1 well before the last column and a gain near 1 at every ``d``.
 
 Why it does not: for a fixed ``z`` the empirical part of ``zᵀ(M̂ − M)z`` sums the weights ``(x_iᵀz)²`` of the points
 in the wedge ``{x : xᵀw ≥ 0, xᵀw* ≥ 0}``, a weighted relative of the densest-hemisphere problem (the most points in
@@ -30,7 +30,8 @@ from companion import device
 
 def chain_counts(chains: int) -> list[int]:
     """The numbers of chains compared: 8 (the chapter's budget), 32, 128, … up to ``chains``."""
-    return [8 * 4**k for k in range(20) if 8 * 4**k <= chains]
+    base = cc.LINE_SEARCH_BUDGET[0]
+    return [base * 4**k for k in range(20) if base * 4**k <= chains]
 
 
 def study(d: int, ratio: int, chains: int, generator: torch.Generator) -> tuple[dict[int, float], float, float]:
@@ -38,7 +39,7 @@ def study(d: int, ratio: int, chains: int, generator: torch.Generator) -> tuple[
     up to ``chains``), the best value, and the seconds the search took."""
     X = device.randn((ratio * d, d), generator=generator, dtype=torch.float64)
     start = time.perf_counter()
-    values = cc.line_search_sup(X, chains=chains, rounds=int(10 + 0.5 * d), generator=generator)["values"]
+    values = cc.line_search_sup(X, chains=chains, rounds=cc.line_search_rounds(d), generator=generator)["values"]
     seconds = time.perf_counter() - start
     best = float(values.max())
     return {c: float(values[:c].max()) / best for c in chain_counts(chains)}, best, seconds
@@ -56,7 +57,7 @@ def main(argv=None) -> None:
         raise ValueError(f"--chains must be at least 32 (the budget's 8 and one quadrupling), got {args.chains}")
     gen = device.generator(args.seed)
     counts = chain_counts(args.chains)
-    print(f"n/d = {args.ratio}, rounds 10 + d/2, best of the first c chains over the best of {counts[-1]}:")
+    print(f"n/d = {args.ratio}, rounds 10 + d/2 (line_search_rounds), best of the first c chains over the best of {counts[-1]}:")
     print("| d | set | " + " | ".join(f"c = {c}" for c in counts) + " | last quadrupling | best | s |")
     print("|" + " --- |" * (len(counts) + 5))
     for d in args.dims:

@@ -44,6 +44,8 @@ __all__ = [
     "random_search",
     "search_sup",
     "line_search_sup",
+    "LINE_SEARCH_BUDGET",
+    "line_search_rounds",
     "lemma11_error",
     "gradient_gap_ratio",
     "path_deviation",
@@ -544,6 +546,42 @@ def line_search_sup(
     values = deviation(X, u, w)
     b = int(values.argmax())
     return {"value": float(values[b]), "u": u[b], "w": w[b], "values": values, "trace": torch.tensor(trace, dtype=X.dtype)}
+
+
+LINE_SEARCH_BUDGET = (8, 10, 0.5)
+"""The budget of :func:`line_search_sup` in :ref:`ch-uniform-concentration`: ``(chains, rounds at d = 0, rounds
+per dimension)``, so 8 chains of ``10 + d/2`` rounds (see :func:`line_search_rounds`)."""
+
+
+def line_search_rounds(d: int, budget: tuple = LINE_SEARCH_BUDGET) -> int:
+    """The rounds of :func:`line_search_sup` at dimension ``d`` under ``budget`` ``(chains, base, per_dim)``:
+    ``int(base + per_dim · d)``, a budget that grows with ``d`` (paper B, Theorem 10; :ref:`ch-uniform-concentration`).
+
+    Parameters
+    ----------
+    d : int
+        The dimension (positive).
+    budget : tuple
+        ``(chains, base, per_dim)``; the chains are not used here.
+
+    Returns
+    -------
+    int
+        The rounds.
+
+    Raises
+    ------
+    ValueError
+        When ``d`` is not a positive int.
+
+    Examples
+    --------
+    >>> line_search_rounds(10), line_search_rounds(80)
+    (15, 50)
+    """
+    validation.positive_int("d", d)
+    _, base, per_dim = budget
+    return int(base + per_dim * d)
 
 
 # ------------------------------------------------------------------------------------------ Lemma 11

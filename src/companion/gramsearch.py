@@ -76,6 +76,7 @@ def gram_entry_supremum(
     generator: torch.Generator | None = None,
     quasi_newton: bool = False,
     budget: int = 20_000_000,
+    first_order: bool = True,
 ) -> dict:
     """``max_{i ≤ j} sup_{‖h‖ = D} |G_H,ij(θ0 + h) − G_H,ij(θ0)|`` per member, from below, by a monotone ascent of
     every entry and both signs in the entry's own coordinates (paper C's Gram drift; :ref:`ch-parameter-ball`).
@@ -87,7 +88,8 @@ def gram_entry_supremum(
     projection onto the sphere's tangent space) is at most ``tol``, and leaves the batch, so that the work follows
     the entries still ascending rather than the slowest. ``random_starts`` further ascents per entry and sign start
     from directions drawn uniformly on the sphere (from ``generator``), to show whether the first-order start misses
-    a higher maximum.
+    a higher maximum; ``first_order=False`` ascends the random starts alone (a further round of starts, whose
+    first-order ascents an earlier call already made).
     The start ``v = D ∇_v φ(0)/‖∇_v φ(0)‖`` is the first-order direction of the full space expressed in the moving
     frame (the frame then moves with the lower layers, so its drift differs from that of
     :func:`companion.widenet.gram_entry_ascent`'s first step at second order).
@@ -124,7 +126,12 @@ def gram_entry_supremum(
         ``max(1, budget // (E m (4 H + 14 (2 H + 1)) s))`` with ``quasi_newton`` (the secant pairs and iterates count
         too), ``s = 1 + random_starts`` starts each, both signs together (so twice that in all): a memory cap that
         also fixes the order of the random starts' draws (chunk by chunk, sign by sign); since stopped entries leave
-        the batch, a larger batch costs no extra evaluations.
+        the batch, a larger batch costs no extra evaluations. The chunks are the same with ``first_order=False``, so
+        the random starts are the same draws.
+    first_order : bool
+        Whether the first-order starts ascend too (default). Without them (``random_starts > 0`` required),
+        ``"entry"``, ``"first_order"``, ``"stationarity"`` and ``"unconverged"`` are zeros, and ``"random"`` is
+        what a call with them returns, up to rounding (the ascents of a batch are independent).
 
     Returns
     -------
@@ -152,6 +159,8 @@ def gram_entry_supremum(
             raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
     if random_starts and generator is None:
         raise ValueError("random_starts needs a generator")
+    if not first_order and not random_starts:
+        raise ValueError("first_order=False needs random starts to ascend")
     n = X.shape[-2]
     X = X.expand(E, n, d) if X.ndim == 2 else X
     params = [p.detach() for p in params]
@@ -174,13 +183,14 @@ def gram_entry_supremum(
         # along K: [+first-order, +random…, −first-order, −random…] (the random starts drawn sign by sign)
         starts = []
         for sign in (1.0, -1.0):
-            starts.append(_Batch(params, Xp, net, g0, single.expand(E, K), sign).value_and_grad(g0z)[1])
+            if first_order:
+                starts.append(_Batch(params, Xp, net, g0, single.expand(E, K), sign).value_and_grad(g0z)[1])
             starts += [
                 [device.randn(t.shape, generator=generator, device=t.device, dtype=t.dtype) for t in g0z]
                 for _ in range(random_starts)
             ]
         v0 = [torch.cat([v[i] for v in starts], 1) for i in range(len(g0z))]
-        copies = 1 + random_starts
+        copies = int(first_order) + random_starts
         signs = torch.tensor([1.0, -1.0], dtype=X.dtype, device=X.device).repeat_interleave(copies * K)
         Xk, g0k, single_k = Xp.repeat(1, 2 * copies, 1, 1), g0.repeat(1, 2 * copies), single.repeat(2 * copies)
         best, first, stat, _, k = _ascend(
@@ -190,7 +200,8 @@ def gram_entry_supremum(
         for at_sign in (0, copies * K):  # the + block, then the − block
             block = slice(at_sign, at_sign + copies * K)
             b, st, f = best[:, block], stat[:, block], first[:, block]
-            for key, part in (("entry", slice(0, K)), ("random", slice(K, None)))[:copies]:
+            parts = (("entry", slice(0, K)), ("random", slice(K, None))) if first_order else (("random", slice(None)),)
+            for key, part in parts[:copies]:
                 top, at = b[:, part].max(1)
                 better = top > out[key]
                 out[f"{key}_stationarity"] = torch.where(
@@ -198,7 +209,8 @@ def gram_entry_supremum(
                 )
                 out[key] = torch.maximum(out[key], top)
                 out[f"{key}_unconverged"] += (st[:, part] > tol).sum(1)
-            out["first_order"] = torch.maximum(out["first_order"], f[:, :K].max(1).values)
+            if first_order:
+                out["first_order"] = torch.maximum(out["first_order"], f[:, :K].max(1).values)
     out["stationarity"], out["unconverged"] = out.pop("entry_stationarity"), out.pop("entry_unconverged")
     out["steps"] = taken
     return out
@@ -219,6 +231,7 @@ def supremum_sweep(
     steps: int = 2000,
     random_starts: int = 0,
     generator: torch.Generator | None = None,
+    first_order: bool = True,
 ) -> dict:
     """The entrywise Gram supremum at each radius of a sweep, on one point's draws of :ref:`ch-parameter-ball`
     (paper C's Gram drift over the whole ball): :func:`gram_entry_supremum` with quasi-Newton directions
@@ -235,7 +248,7 @@ def supremum_sweep(
         The draws, as :func:`companion.widenet.sweep_draws` takes them.
     net : Net
         The architecture, activation and scalings.
-    tol, steps, random_starts, generator
+    tol, steps, random_starts, generator, first_order
         As :func:`gram_entry_supremum` takes them (the random starts at every radius).
 
     Returns
@@ -262,7 +275,16 @@ def supremum_sweep(
     params, X, _ = wn.sweep_draws(m, H, n=n, d=d, members=members, data_seed=data_seed, init_seed=init_seed)
     found = [
         gram_entry_supremum(
-            params, X, D, net, steps=steps, tol=tol, random_starts=random_starts, generator=generator, quasi_newton=True
+            params,
+            X,
+            D,
+            net,
+            steps=steps,
+            tol=tol,
+            random_starts=random_starts,
+            generator=generator,
+            quasi_newton=True,
+            first_order=first_order,
         )
         for D in radii
     ]

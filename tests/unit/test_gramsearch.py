@@ -46,6 +46,19 @@ def test_the_supremum_climbs_from_the_first_order_start_and_random_starts_agree(
     assert bool((r["random"] <= r["entry"] * (1 + 1e-6)).all())
 
 
+@pytest.mark.parametrize("budget", [20_000_000, 4000])  # one chunk, and several (the draws chunk by chunk)
+def test_random_starts_alone_find_what_they_find_beside_the_first_order_starts(budget):
+    """``first_order=False`` ascends the same random draws, so ``"random"`` agrees up to rounding."""
+    params, X = _draws()
+    kw = dict(steps=400, random_starts=2, quasi_newton=True, budget=budget)
+    both = gs.gram_entry_supremum(params, X, 1.0, generator=torch.Generator().manual_seed(5), **kw)
+    alone = gs.gram_entry_supremum(params, X, 1.0, generator=torch.Generator().manual_seed(5), first_order=False, **kw)
+    torch.testing.assert_close(alone["random"], both["random"], rtol=1e-10, atol=0)
+    torch.testing.assert_close(alone["random_stationarity"], both["random_stationarity"], rtol=1e-6, atol=1e-12)
+    assert int(alone["random_unconverged"].sum()) == int(both["random_unconverged"].sum())
+    assert not bool(alone["entry"].any()) and not bool(alone["first_order"].any())
+
+
 def test_quasi_newton_steps_reach_the_same_maximum():
     params, X = _draws()
     plain = gs.gram_entry_supremum(params, X, 2.0, steps=2000, tol=1e-6)
@@ -103,7 +116,13 @@ def test_every_quasi_newton_step_raises_the_drift(sign):
 
 def test_bad_input_is_refused():
     params, X = _draws()
-    for kwargs in ({"D": 0.0}, {"D": 1.0, "tol": 0.0}, {"D": 1.0, "steps": -1}, {"D": 1.0, "random_starts": 1}):
+    for kwargs in (
+        {"D": 0.0},
+        {"D": 1.0, "tol": 0.0},
+        {"D": 1.0, "steps": -1},
+        {"D": 1.0, "random_starts": 1},
+        {"D": 1.0, "first_order": False},
+    ):
         with pytest.raises(ValueError):
             gs.gram_entry_supremum(params, X, **kwargs)
     with pytest.raises(ValueError):

@@ -150,6 +150,9 @@ class Claim:
         The rule's revisions (the fields of :class:`companion.registry.Revision`).
     fields : dict of str to str
         The values the chapter filled in the placeholders.
+    replaces : list of dict
+        The retired rows this one replaces (``id``, ``retired``, ``reason``): a redesign after a failure or a review
+        shows its predecessors on the page, as a revision would.
     """
 
     id: str
@@ -172,6 +175,7 @@ class Claim:
     registered: str = ""
     revisions: list[dict] = field(default_factory=list)
     fields: dict[str, str] = field(default_factory=dict)
+    replaces: list[dict] = field(default_factory=list)
 
     @property
     def revised_after_data(self) -> list[dict]:
@@ -466,6 +470,9 @@ class ClaimCheck:
             registered=rule.registered,
             revisions=[asdict(r) for r in rule.revisions],
             fields=shown,
+            replaces=[
+                {"id": t.id, "retired": t.retired, "reason": t.reason} for t in self.registry.retired if t.replaced_by == row_id
+            ],
         )
         self.rows.append(row)
         return row.passed
@@ -568,6 +575,19 @@ class ClaimCheck:
         negative control swapped in, which a sound check never does)."""
         falsified = falsify()
         return bool(self.rows) and not self.missing() and all(r.verdict(falsified) for r in self.rows)
+
+    def accepted_controls(self) -> list[str]:
+        """The rows whose negative control was *not* rejected: the same rule with the registered wrong value swapped
+        in passed too, so the data cannot tell the claim from its alternative. A chapter that asserts this list empty
+        (besides :attr:`all_passed`) makes each control part of its verdict, as the rules' texts say ("… and excludes
+        the wrong value").
+
+        Returns
+        -------
+        list of str
+            The ids, in the order the rows were checked (empty when every control was rejected).
+        """
+        return [r.id for r in self.rows if r.control is not None and r.control_passed]
 
     def failures(self) -> str:
         """The failed claims with their measurements, one per line (the chapter's assertion message).
@@ -682,6 +702,10 @@ class ClaimCheck:
             )
         elif r.revisions:
             badges.append(f"<span class='claim-revised-plain'>rule revised {e(r.revisions[-1]['date'])}</span>")
+        if r.replaces:
+            badges.append(
+                f"<span class='claim-replaces'>replaces {len(r.replaces)} retired row{'s' if len(r.replaces) > 1 else ''}</span>"
+            )
         measured = e(r.measured)
         if r.control is not None:
             seen = f" ({e(r.control_measured)})" if r.control_measured else ""
@@ -711,6 +735,13 @@ class ClaimCheck:
             for v in r.revisions
         ]
         details.append(("history", "<br>".join(history)))
+        if r.replaces:
+            details.append(
+                (
+                    "replaces",
+                    "<br>".join(f"<code>{e(t['id'])}</code>, retired {e(t['retired'])}: {e(t['reason'])}" for t in r.replaces),
+                )
+            )
         dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in details)
         return (
             f"<details class='claim-row claim-{cls}' id='claim-{e(r.id)}'><summary>"

@@ -469,14 +469,15 @@ def semilog_slope(t, y, confidence: float = 0.95) -> Estimate:
     return _line(t, np.log(y), confidence)
 
 
-def member_slopes(x, Y, confidence: float = 0.95, *, x_min: float | None = None) -> Estimate:
+def member_slopes(x, Y, confidence: float = 0.95, *, x_min: float | None = None, semilog: bool = False) -> Estimate:
     """Mean over members of per-member log-log slopes, with a Student-t interval across members.
 
-    Each member's slope is the least-squares slope of ``log Y[:, e]`` on ``log x`` over ``x ≥ x_min``; the
+    Each member's slope is the least-squares slope of ``log Y[:, e]`` on ``log x`` (on ``x`` itself with
+    ``semilog``: a geometric rate, as :func:`semilog_slope` fits it pooled) over ``x ≥ x_min``; the
     interval is ``mean ± t_{E−1} · s/√E`` over the ``E`` slopes (:func:`mean`). Used for rates measured on an
     ensemble: the Hessian's growth along rays (:ref:`ch-smoothness`), the O(T^(−1/L)) exponents of Theorem 4.8
     (:ref:`ch-rate`), the decay of Theorem 10's deviation (:ref:`ch-uniform-concentration`) and the width, input and
-    depth exponents of paper C (:ref:`ch-parameter-ball`).
+    depth exponents of paper C, the depth rates being semilog (:ref:`ch-parameter-ball`).
 
     Parameters
     ----------
@@ -488,6 +489,8 @@ def member_slopes(x, Y, confidence: float = 0.95, *, x_min: float | None = None)
         Coverage of the interval, in ``(0, 1)``.
     x_min : float, optional
         Fit only the abscissae ``x ≥ x_min`` (all by default); at least three must remain.
+    semilog : bool
+        Regress ``log Y`` on ``x`` rather than on ``log x`` (then ``x`` may be any finite numbers).
 
     Returns
     -------
@@ -507,9 +510,9 @@ def member_slopes(x, Y, confidence: float = 0.95, *, x_min: float | None = None)
     sel = np.ones(x.size, bool) if x_min is None else x >= x_min
     if sel.sum() < 3 or Y.shape[1] < 2:
         raise ValueError("need at least three abscissae (after x_min) and two members")
-    lx, ly = np.log(x[sel]), Y[sel]
+    lx, ly = (x[sel] if semilog else np.log(x[sel])), Y[sel]
     if np.any(~np.isfinite(lx)) or np.any(~(ly > 0)) or not np.all(np.isfinite(ly)):
-        raise ValueError("log-log fits need finite positive x and Y")
+        raise ValueError("semilog fits need finite x and positive Y" if semilog else "log-log fits need finite positive x and Y")
     ly = np.log(ly)
     xc = lx - lx.mean()
     if not xc @ xc > 0:

@@ -201,6 +201,12 @@ def test_records_carry_the_id_kind_revisions_and_provenance(tmp_path, monkeypatc
     page = check._repr_html_()
     assert "companion-claims" in page and "rule revised after data, 2026-11-30" in page
     assert "id='claim-toy.slope'" in page and "<details" in page
+    assert [t["id"] for t in check.rows[1].replaces] == ["toy.old"] and not check.rows[0].replaces
+    assert "replaces 1 retired row" in page and "retired 2026-11-30: replaced by toy.slope" in page
+    assert check.accepted_controls() == []  # toy.slope's control (the wrong exponent) was rejected
+    wide = _check(monkeypatch=monkeypatch)
+    wide.compare("toy.slope", measured="-0.5", test=lambda v: abs(v) < 10, expected=-0.5, fields={"L": 2})
+    assert wide.accepted_controls() == ["toy.slope"]
     assert claims.load_records(tmp_path) == recs
 
 

@@ -110,6 +110,23 @@ def test_slope_fits_match_linregress():
         stats.linear_slope([1, 2], [1, 2])
 
 
+def test_member_slopes_semilog_is_the_t_interval_of_per_member_semilog_slopes():
+    """The depth rates of ch-parameter-ball: one geometric rate per member, a t-interval over members."""
+    rng = np.random.default_rng(1)
+    H = np.array([2.0, 4.0, 8.0, 16.0])
+    Y = np.exp(rng.normal(0.2, 0.05, 8) * H[:, None] + rng.normal(0, 0.1, (4, 8)))
+    est = stats.member_slopes(H, Y, 0.999, semilog=True)
+    s = np.array([sst.linregress(H, np.log(Y[:, e])).slope for e in range(8)])
+    ci = sst.t.interval(0.999, 7, loc=s.mean(), scale=sst.sem(s))
+    assert np.isclose(est.value, s.mean()) and np.allclose([est.low, est.high], ci)
+    pooled = stats.semilog_slope(np.repeat(H, 8), Y.ravel(), 0.999)
+    assert np.isclose(pooled.value, est.value)  # the same mean slope (same abscissae for every member) ...
+    assert est.high - est.low > pooled.high - pooled.low  # ... with the spread across members, not across points
+    assert np.isclose(stats.member_slopes(-H, Y, semilog=True).value, -est.value)  # any finite abscissae
+    with pytest.raises(ValueError, match="semilog"):
+        stats.member_slopes(H, -Y, semilog=True)
+
+
 def test_member_slopes_is_the_t_interval_of_per_member_slopes():
     rng = np.random.default_rng(0)
     x = np.logspace(0, 2, 12)

@@ -82,6 +82,19 @@ def test_lemma11_integral_identity_and_ratio_bound(gen):
     assert torch.all(out["ratio"] <= 1.05 * path)
 
 
+@pytest.mark.parametrize("d", [3, 40])
+def test_segment_quadrature_in_three_coefficients_is_the_dense_quadrature(gen, d):
+    """segment_integrals sums M(p0 + t h, w) in the basis [p0, h, w̄]: the same numbers as summing the dense d × d
+    matrices node by node, also where the segment ends parallel to w (θ → 0) and with a zero node (dense fallback)."""
+    t, weight = np.polynomial.legendre.leggauss(128)
+    t, weight = torch.as_tensor((t + 1) / 2, dtype=DT), torch.as_tensor(weight / 2, dtype=DT)
+    p0, w = torch.randn(d, generator=gen, dtype=DT), torch.randn(d, generator=gen, dtype=DT)
+    for h in (torch.randn(d, generator=gen, dtype=DT), 2 * w - p0, -p0 / float(t[5])):
+        pts = p0 + t[:, None] * h
+        dense = (weight[:, None, None] * population.gate_second_moment(pts, w.expand_as(pts))).sum(0)
+        torch.testing.assert_close(cc._segment_moment(p0, h, w, t, weight), dense, rtol=0, atol=1e-14)
+
+
 def test_lemma11_error_is_the_papers_sum_of_norms_and_needs_no_data(gen):
     """e = ||v1 w1 - a|| + ||v2 w2 + a|| (v = [+v1, -v2]): the error gradient_gap_ratio divides by, member by member,
     zero at the global minimum, and the same on any subset of the members (a stop rule sees subsets)."""

@@ -68,6 +68,8 @@ def test_lemma11_integral_identity_and_ratio_bound(gen):
     out = cc.gradient_gap_ratio(W, v, X, a)
     _, gW_emp, _ = relunet.loss_and_gradient_wv(W, v, X, X @ a)
     gW_pop, _ = population.gradient(W, v, a)
+    torch.testing.assert_close(out["difference"], gW_emp - gW_pop, rtol=0, atol=0)
+    torch.testing.assert_close(out["difference"].norm(dim=-1), out["gap"], rtol=0, atol=0)
     T = 2001
     t = (torch.arange(T, dtype=DT) + 0.5) / T  # midpoint rule
     for e in range(W.shape[0]):

@@ -29,7 +29,7 @@ from companion import device
 
 
 def chain_counts(chains: int) -> list[int]:
-    """The numbers of chains compared: 8 (the chapter's budget), 32, 128, … up to ``chains``."""
+    """The numbers of chains compared: the chapter's budget (8), four times it, … up to ``chains``."""
     base = cc.LINE_SEARCH_BUDGET[0]
     return [base * 4**k for k in range(20) if base * 4**k <= chains]
 
@@ -53,11 +53,16 @@ def main(argv=None) -> None:
     ap.add_argument("--sets", type=int, default=3, help="data sets per d")
     ap.add_argument("--seed", type=int, default=12345)
     args = ap.parse_args(argv)
-    if args.chains < 32:
-        raise ValueError(f"--chains must be at least 32 (the budget's 8 and one quadrupling), got {args.chains}")
+    base = cc.LINE_SEARCH_BUDGET[0]
+    if args.chains < 4 * base:
+        raise ValueError(f"--chains must be at least {4 * base} (the budget's {base} and one quadrupling), got {args.chains}")
     gen = device.generator(args.seed)
     counts = chain_counts(args.chains)
-    print(f"n/d = {args.ratio}, rounds 10 + d/2 (line_search_rounds), best of the first c chains over the best of {counts[-1]}:")
+    _, r0, per_dim = cc.LINE_SEARCH_BUDGET
+    print(
+        f"n/d = {args.ratio}, rounds {r0:g} + {per_dim:g} d (line_search_rounds), "
+        f"best of the first c chains over the best of {counts[-1]}:"
+    )
     print("| d | set | " + " | ".join(f"c = {c}" for c in counts) + " | last quadrupling | best | s |")
     print("|" + " --- |" * (len(counts) + 5))
     for d in args.dims:

@@ -926,7 +926,10 @@ def gram_entry_ascent(
     dict
         ``"entry"``: ``(E,)``, the largest drift found over all steps; ``"steps"``: ``(refine + 1, E)``, the largest
         drift found up to and including each step (non-decreasing along the rows); ``"first_order"``: ``(E,)``,
-        ``D max_ij ‖∇G_ij(θ0)‖``; ``"offdiag_mean"``: ``(E,)``, the mean over the off-diagonal entries ``i < j`` of
+        ``D max_ij ‖∇G_ij(θ0)‖``; ``"first_order_rms"``: ``(E,)``, ``D (mean_{i ≤ j} ‖∇G_ij(θ0)‖²)^½``, the root mean
+        square of the same first-order values over the ``n(n + 1)/2`` entries (within a factor ``√(n(n + 1)/2)`` of
+        ``"first_order"`` at every width, so of the same rate in ``m``, without the extreme's finite-width
+        correction); ``"offdiag_mean"``: ``(E,)``, the mean over the off-diagonal entries ``i < j`` of
         each entry's own largest drift found (NaN when ``n = 1``): a typical entry, where ``"entry"`` is the extreme
         of ``n(n + 1)/2`` of them.
 
@@ -946,6 +949,7 @@ def gram_entry_ascent(
     chunk = max(1, budget // (2 * E * m * H))
     best = torch.zeros(refine + 1, E, dtype=X.dtype, device=X.device)
     first = torch.zeros(E, dtype=X.dtype, device=X.device)
+    first_sq = torch.zeros(E, dtype=X.dtype, device=X.device)  # Σ_ij ‖∇G_ij(θ0)‖² over the entries i ≤ j
     offdiag_sum = torch.zeros(E, dtype=X.dtype, device=X.device)
     params = [p.detach() for p in params]
     for start in range(0, rows.numel(), chunk):
@@ -954,6 +958,7 @@ def gram_entry_ascent(
         g0 = _pair_entries(params, Xp, net)[0].detach()
         factors, ga, sq = _pair_entry_gradients(params, Xp, net)
         first = torch.maximum(first, D * sq.sqrt().max(1).values)
+        first_sq += sq.sum(1)
         dirs = [_scaled(factors, ga, sq, sign * D) for sign in (1.0, -1.0)]
         entry_best = torch.zeros_like(g0)  # (E, K): each entry's largest drift over the signs and steps
         for step in range(refine + 1):
@@ -966,7 +971,14 @@ def gram_entry_ascent(
     best = torch.cummax(best, 0).values
     pairs = n * (n - 1) // 2
     offdiag = offdiag_sum / pairs if pairs else torch.full_like(offdiag_sum, float("nan"))
-    return {"entry": best[-1].detach(), "steps": best.detach(), "first_order": first.detach(), "offdiag_mean": offdiag}
+    rms = D * (first_sq / rows.numel()).sqrt()
+    return {
+        "entry": best[-1].detach(),
+        "steps": best.detach(),
+        "first_order": first.detach(),
+        "first_order_rms": rms.detach(),
+        "offdiag_mean": offdiag,
+    }
 
 
 # ------------------------------------------------------------------------- Hessian-vector products and norms
@@ -1739,7 +1751,8 @@ def ball_measurements(
     * ``gram_entry``: ``max_{i ≤ j} |ΔG_H,ij|`` with every entry ascended directly (:func:`gram_entry_ascent`,
       ``entry_refine`` projected-gradient steps); ``gram_entry_first``: the same after the first-order step alone;
       ``gram_entry_linear``: the first-order value ``D max_{i ≤ j} ‖∇G_H,ij(θ0)‖`` itself (no step taken);
-      ``gram_entry_offdiag``: the mean over ``i < j`` of each entry's own largest drift (all four only with
+      ``gram_entry_rms``: the root mean square of ``D ‖∇G_H,ij(θ0)‖`` over the entries ``i ≤ j``;
+      ``gram_entry_offdiag``: the mean over ``i < j`` of each entry's own largest drift (all five only with
       ``entry``);
     * ``gram_adv_entry``/``gram_adv_op``: ``‖G_H(θ0 + h) − G_H(θ0)‖`` (entrywise max / operator norm) along the
       steepest-ascent direction of :func:`gram_ascent_direction` with ``‖h‖ = D``; ``gram_gd_entry``/``gram_gd_op``
@@ -1787,7 +1800,8 @@ def ball_measurements(
     taylor : bool
         Measure the Taylor remainders.
     entry : bool
-        Measure ``gram_entry``, ``gram_entry_first`` and ``gram_entry_linear``.
+        Measure ``gram_entry``, ``gram_entry_first``, ``gram_entry_linear``, ``gram_entry_rms`` and
+        ``gram_entry_offdiag``.
     entry_refine : int
         The projected-gradient steps of :func:`gram_entry_ascent` (its ``refine``).
     derivatives : bool
@@ -1824,6 +1838,7 @@ def ball_measurements(
         found = gram_entry_ascent(params, X, D, net, refine=entry_refine)
         out["gram_entry"], out["gram_entry_first"] = found["entry"], found["steps"][0]
         out["gram_entry_linear"] = found["first_order"]
+        out["gram_entry_rms"] = found["first_order_rms"]
         out["gram_entry_offdiag"] = found["offdiag_mean"]
     if hessian:
         res = output_hessian_norm(

@@ -357,6 +357,7 @@ def _dense_gram_entry_ascent(params, X, D, net, refine):
     g0 = entry(rep)
     h = torch.func.grad(lambda p: entry(p).sum())(rep)
     first = D * paramlist.sq_norm(h).sqrt().view(E, K).max(1).values
+    rms = D * paramlist.sq_norm(h).view(E, K).mean(1).sqrt()
     dirs = [paramlist.scale_to(h, D), paramlist.scale_to([-t for t in h], D)]
     steps, entry_best = [], torch.zeros(E, K, dtype=X.dtype)
     for _ in range(refine + 1):
@@ -365,7 +366,7 @@ def _dense_gram_entry_ascent(params, X, D, net, refine):
         steps.append(torch.maximum(*vals).view(E, K).max(1).values)
         grads = [torch.func.grad(lambda p: entry(p).sum())(paramlist.add(rep, u)) for u in dirs]
         dirs = [paramlist.scale_to([s * t for t in gu], D) for s, gu in zip((1.0, -1.0), grads)]
-    return torch.cummax(torch.stack(steps), 0).values, first, entry_best[:, rows != cols].mean(1)
+    return torch.cummax(torch.stack(steps), 0).values, first, rms, entry_best[:, rows != cols].mean(1)
 
 
 @pytest.mark.parametrize("arch", ["fc", "res"])
@@ -375,10 +376,12 @@ def test_gram_entry_ascent_factored_equals_dense_reference(arch, H):
     net = wn.Net(arch, "tanh", 1.0)
     X = wn.sphere_inputs(2 * 4, 3, generator=g, dtype=torch.float64).reshape(2, 4, 3)
     p = wn.init_params(3, 7, H, 2, generator=g, dtype=torch.float64)
-    steps, first, offdiag = _dense_gram_entry_ascent(p, X, 0.7, net, refine=2)
+    steps, first, rms, offdiag = _dense_gram_entry_ascent(p, X, 0.7, net, refine=2)
     found = wn.gram_entry_ascent(p, X, 0.7, net, refine=2, budget=200)  # several batches of entries
     torch.testing.assert_close(found["steps"], steps, rtol=1e-12, atol=0)
     torch.testing.assert_close(found["first_order"], first, rtol=1e-12, atol=0)
+    torch.testing.assert_close(found["first_order_rms"], rms, rtol=1e-12, atol=0)
+    assert bool((found["first_order_rms"] <= found["first_order"]).all())
     torch.testing.assert_close(found["offdiag_mean"], offdiag, rtol=1e-12, atol=0)
     assert bool((found["offdiag_mean"] <= found["entry"]).all())
     one = wn.gram_entry_ascent(p, X[:, :1], 0.7, net, refine=0)  # one input: no off-diagonal entry

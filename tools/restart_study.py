@@ -29,7 +29,8 @@ from companion import device
 
 
 def chain_counts(chains: int) -> list[int]:
-    """The numbers of chains compared: the chapter's budget (8), four times it, … up to ``chains``."""
+    """The numbers of chains compared: the chapter's budget (``LINE_SEARCH_BUDGET[0]``), four times it, … up to
+    ``chains``."""
     base = cc.LINE_SEARCH_BUDGET[0]
     return [base * 4**k for k in range(20) if base * 4**k <= chains]
 

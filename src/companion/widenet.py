@@ -1507,7 +1507,8 @@ def backward_drift(params: Params, X: Tensor, h: Params, net: Net = Net()) -> di
     * ``"drift"``: ``max_i ‖b_h(θ + h) − b_h(θ)‖₂`` (the proof's ``‖d_h‖ ≤ T M D`` or ``C M D``: no ``1/√m``);
       ``"mean_drift"``: the same averaged over the inputs (a less noisy statistic under the same bound);
     * ``"sup"``: ``max_i ‖b_h(θ + h)‖_∞`` (``≤ T M (1 + D)`` or ``C M (1 + D)``);
-    * ``"l2"``: ``max_i ‖b_h(θ + h)‖₂`` (the crude ``≤ T √m`` or ``C √m``).
+    * ``"l2"``: ``max_i ‖b_h(θ + h)‖₂`` (the crude ``≤ T √m`` or ``C √m``); ``"l2_rms"``: the root mean square of
+      ``‖b_h(θ + h)‖₂`` over the inputs (the same bound for every input, without the maximum's upward fluctuation).
 
     Parameters
     ----------
@@ -1523,7 +1524,7 @@ def backward_drift(params: Params, X: Tensor, h: Params, net: Net = Net()) -> di
     Returns
     -------
     dict of str to Tensor, each (E, H)
-        ``"drift"``, ``"mean_drift"``, ``"sup"`` and ``"l2"``.
+        ``"drift"``, ``"mean_drift"``, ``"sup"``, ``"l2"`` and ``"l2_rms"``.
 
     Raises
     ------
@@ -1539,6 +1540,7 @@ def backward_drift(params: Params, X: Tensor, h: Params, net: Net = Net()) -> di
         "mean_drift": torch.stack([(a - b).norm(dim=-1).mean(-1) for a, b in zip(b1, b0)], -1),
         "sup": torch.stack([a.abs().flatten(1).max(1).values for a in b1], -1),
         "l2": torch.stack([a.norm(dim=-1).max(-1).values for a in b1], -1),
+        "l2_rms": torch.stack([(a * a).sum(-1).mean(-1).sqrt() for a in b1], -1),
     }
 
 
@@ -1766,7 +1768,8 @@ def ball_measurements(
     * ``feat_x``/``feat_z``: ``max_h e_h`` and ``max_h ‖Δz_h‖`` along the gradient-span direction
       (:func:`feature_drift`); ``back_drift``: ``max_{h<H}`` of the input-averaged ``‖Δb_h‖₂``,
       ``back_sup``: ``max_h ‖b_h(θ0+h)‖_∞`` and
-      ``back_l2``: ``max_h ‖b_h(θ0+h)‖₂`` along it (:func:`backward_drift`); ``resid``: ``‖f(θ0+h) − f(θ0)‖/√n``
+      ``back_l2``: ``max_h ‖b_h(θ0+h)‖₂`` along it (:func:`backward_drift`), ``back_l2_rms``: the root mean square of
+      ``‖b_h(θ0+h)‖₂`` over the inputs and the layers; ``resid``: ``‖f(θ0+h) − f(θ0)‖/√n``
       along it (the residual's change, paper C's ``‖r‖ ≤ ‖r_0‖ + T√n D``);
     * with ``derivatives``: ``deriv_x``/``deriv_z``: ``max_h sup_{‖v‖=1} ‖Dx_h[v]‖`` and the same for ``z_h``, at
       ``θ0 + h`` along the gradient-span direction (:func:`feature_derivative_norms`), ``deriv_conv`` their Lanczos
@@ -1872,6 +1875,7 @@ def ball_measurements(
     bd = backward_drift(params, X, dirs["gd"], net)
     out["back_drift"] = bd["mean_drift"][:, :-1].max(1).values if H > 1 else bd["mean_drift"][:, 0]
     out["back_sup"], out["back_l2"] = bd["sup"].max(1).values, bd["l2"].max(1).values
+    out["back_l2_rms"] = bd["l2_rms"].pow(2).mean(1).sqrt()  # over the inputs and the layers
     moved = _forward(paramlist.add(params, dirs["gd"]), X, net)[0]
     out["resid"] = (moved - _forward(params, X, net)[0]).norm(dim=1) / math.sqrt(n)
     out["M"] = backward_sup_norm(params, X, net)

@@ -165,7 +165,11 @@ def test_feature_and_backward_drift(gen):
     assert torch.allclose(bd["drift"][:, -1], h[-1].norm(dim=1))
     b0 = wn.backward_vectors(p, X, net)
     l2 = torch.stack([b.norm(dim=-1).max(-1).values for b in b0], -1)
-    assert torch.allclose(wn.backward_drift(p, X, zero, net)["l2"], l2)
+    at_zero = wn.backward_drift(p, X, zero, net)
+    assert torch.allclose(at_zero["l2"], l2)
+    rms = torch.stack([(b**2).sum(-1).mean(-1).sqrt() for b in b0], -1)  # over the inputs, per layer
+    assert torch.allclose(at_zero["l2_rms"], rms) and bool((at_zero["l2_rms"] <= at_zero["l2"] + 1e-12).all())
+    assert torch.allclose(at_zero["l2_rms"][:, -1], p[-1].norm(dim=1))  # b_H = a for every input
 
 
 def test_jvp_and_taylor_remainder(gen):

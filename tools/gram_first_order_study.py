@@ -5,7 +5,8 @@
 The width rows of :ref:`ch-parameter-ball` fit the exponent in ``m`` of the first-order entrywise Gram value
 ``D ‖∇G_H,ij(θ0)‖`` (:func:`companion.widenet.gram_entry_ascent`, no search) with a 99.9 % t-interval over the
 8 members. This script recomputes those values alone, on exactly the draws of the chapter's width sweep
-(:func:`companion.widenet.sweep_draws` with the chapter's seeds, ``COMPANION_SEED`` = each offset), and prints,
+(:func:`companion.widenet.sweep_draws` with the chapter's seeds shifted by each offset, as ``COMPANION_SEED`` shifts
+them), and prints,
 for two summaries over the ``n(n + 1)/2`` entries,
 
 * ``max``: their largest (the retired row ``parameter-ball.width-fc-gram-entry-gradient``);
@@ -20,7 +21,6 @@ of relative order ``m^-1/2``) and misses more often. One offset costs about 1.5 
 from __future__ import annotations
 
 import argparse
-import os
 
 import numpy as np
 
@@ -29,26 +29,25 @@ CHAPTER = dict(H=2, n=8, d=10, members=8, D=1.0, confidence=0.999)  # the chapte
 
 
 def values(offset: int, scale: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(max, rms)``, each ``(widths, members)``: the first-order values at one seed offset."""
+    """``(max, rms)``, each ``(widths, members)``: the first-order values at one seed offset (the chapter's seeds
+    plus ``offset``, which :func:`companion.device.generator` would add as ``COMPANION_SEED``)."""
     from companion import widenet as wn
 
     net = wn.Net("fc", "tanh", 1.0)
     top, rms = [], []
-    before = os.environ.get("COMPANION_SEED")
-    os.environ["COMPANION_SEED"] = str(offset)  # read by device.generator at every draw
-    try:
-        for m in WIDTHS[scale]:
-            params, X, _ = wn.sweep_draws(
-                m, CHAPTER["H"], n=CHAPTER["n"], d=CHAPTER["d"], members=CHAPTER["members"], data_seed=0, init_seed=1 + m
-            )
-            found = wn.gram_entry_ascent(params, X, CHAPTER["D"], net, refine=0)
-            top.append(found["first_order"].cpu().numpy())
-            rms.append(found["first_order_rms"].cpu().numpy())
-    finally:
-        if before is None:
-            os.environ.pop("COMPANION_SEED")
-        else:
-            os.environ["COMPANION_SEED"] = before
+    for m in WIDTHS[scale]:
+        params, X, _ = wn.sweep_draws(
+            m,
+            CHAPTER["H"],
+            n=CHAPTER["n"],
+            d=CHAPTER["d"],
+            members=CHAPTER["members"],
+            data_seed=offset,
+            init_seed=offset + 1 + m,
+        )
+        found = wn.gram_entry_ascent(params, X, CHAPTER["D"], net, refine=0)
+        top.append(found["first_order"].cpu().numpy())
+        rms.append(found["first_order_rms"].cpu().numpy())
     return np.stack(top), np.stack(rms)
 
 

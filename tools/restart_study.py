@@ -54,12 +54,11 @@ def main(argv=None) -> None:
     ap.add_argument("--sets", type=int, default=3, help="data sets per d")
     ap.add_argument("--seed", type=int, default=12345)
     args = ap.parse_args(argv)
-    base = cc.LINE_SEARCH_BUDGET[0]
+    base, r0, per_dim = cc.LINE_SEARCH_BUDGET
     if args.chains < 4 * base:
         raise ValueError(f"--chains must be at least {4 * base} (the budget's {base} and one quadrupling), got {args.chains}")
     gen = device.generator(args.seed)
     counts = chain_counts(args.chains)
-    _, r0, per_dim = cc.LINE_SEARCH_BUDGET
     print(
         f"n/d = {args.ratio}, rounds {r0:g} + {per_dim:g} d (line_search_rounds), "
         f"best of the first c chains over the best of {counts[-1]}:"

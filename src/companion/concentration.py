@@ -838,8 +838,7 @@ def _segment_moment(p0: Tensor, h: Tensor, w: Tensor, t: Tensor, weight: Tensor)
     ub, wb = pts / norm[:, None], w / w_norm
     theta = population.angle(ub, wb.expand_as(ub))
     coef = torch.stack([1 / norm, t / norm, torch.zeros_like(t)], -1)  # ū in the basis [p0, h, w̄]
-    e3 = torch.zeros(3, dtype=t.dtype, device=t.device)
-    e3[2] = 1.0
+    e3 = torch.tensor([0.0, 0.0, 1.0], dtype=t.dtype, device=t.device)  # w̄ in the same basis
     frame = []
     for vec, c in ((ub + wb, coef + e3), (ub - wb, coef - e3)):  # b̄ and c̄ before normalising
         length = vec.norm(dim=-1)

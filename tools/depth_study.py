@@ -1,0 +1,189 @@
+"""Chapter 13's depth rows at many seed offsets (``ch-parameter-ball``): does any verdict depend on the seed?
+
+    python tools/depth_study.py --offsets 0 200 [--scale paper] [--depths 2 4 8 16] [--all] [--out values.npz]
+
+By default the script recomputes the two residual Gram rows alone (fast: no Lanczos run, about 1 s per offset at
+paper scale on two cores): ``parameter-ball.depth-res-gram-entry`` and ``depth-res-gram-first-order`` fit the power
+exponent in ``H`` of ``H²√m max_ij |ΔG_H,ij|/D`` (every entry ascended directly, :func:`companion.widenet.
+gram_entry_ascent`) and of ``H²√m max_ij ‖∇G_H,ij(θ0)‖`` (its first-order value, no search), with a 99.9 %
+t-interval over the 8 members, and pass when the interval reaches down to 0 or below ("does not grow"); the control,
+2, must lie above it. With ``--all`` it runs the chapter's whole depth sweep (:func:`companion.widenet.sweep_point`
+with the chapter's flags, about 2 s per offset at quick scale) and tests every depth row as the chapter does:
+
+* ``depth-fc-{hessian, jacobian, feature, layer-products}``: the semilog slope's interval lies above 0 (control 0);
+* ``depth-res-{…}``: the interval reaches down to 0 or below (control: the fully connected network's rate);
+* the two residual Gram rows as above.
+
+Both use exactly the draws of the chapter's depth sweep (the chapter's seeds shifted by each offset, as
+``COMPANION_SEED`` shifts them; offset 0 reproduces the chapter's records) and print, per row, the mean exponent,
+how often the row fails, how often its control is not rejected, and the range of the intervals' ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import numpy as np
+
+SCALES = {
+    "quick": dict(m=64, depths=(2, 4, 8, 16), iters=16),
+    "paper": dict(m=256, depths=(2, 4, 8, 16), iters=20),
+}
+CHAPTER = dict(n=8, d=10, members=8, D=1.0, c_res=1.0, confidence=0.999, control=2.0)  # the chapter's Config
+PANELS = {  # the depth rows' quantities: key, divisor, row slug (as in the chapter's DEPTH_PANELS)
+    "hessian": ("hess", "M"),
+    "jacobian": ("J", None),
+    "feature": ("feat_x", None),
+    "layer-products": ("prod", None),
+}
+
+
+def _draws(offset: int, m: int, H: int):
+    from companion import widenet as wn
+
+    return wn.sweep_draws(
+        m,
+        H,
+        n=CHAPTER["n"],
+        d=CHAPTER["d"],
+        members=CHAPTER["members"],
+        data_seed=offset,
+        init_seed=offset + 100 + H,
+    )
+
+
+def values(offset: int, scale: str, depths=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(entry, first_order)``, each ``(depths, members)``: ``H²√m/D`` times the residual network's ascended
+    entrywise drift and its first-order value, at one seed offset (the chapter's seeds plus ``offset``)."""
+    from companion import widenet as wn
+
+    m, depths = SCALES[scale]["m"], depths or SCALES[scale]["depths"]
+    net = wn.Net("res", "tanh", CHAPTER["c_res"])
+    entry, first = [], []
+    for H in depths:
+        params, X, _ = _draws(offset, m, H)
+        found = wn.gram_entry_ascent(params, X, CHAPTER["D"], net, refine=wn.ENTRY_REFINE)
+        scale_H = H**2 * np.sqrt(m) / CHAPTER["D"]
+        entry.append(scale_H * found["entry"].cpu().numpy())
+        first.append(scale_H * found["first_order"].cpu().numpy())
+    return np.stack(entry), np.stack(first)
+
+
+def constants(offset: int, scale: str, depths=None) -> dict:
+    """Every depth row's constant, ``(depths, members)`` by ``(arch, slug)``, from the chapter's whole depth sweep at
+    one seed offset; ``("res", "gram-entry")`` and ``("res", "gram-first-order")`` carry the factor ``H²``."""
+    from companion import widenet as wn
+
+    m, iters = SCALES[scale]["m"], SCALES[scale]["iters"]
+    depths = depths or SCALES[scale]["depths"]
+    out, points = {}, {}
+    for arch in ("fc", "res"):
+        net = wn.Net(arch, "tanh", CHAPTER["c_res"])
+        points[arch] = [
+            wn.sweep_point(
+                m,
+                H,
+                CHAPTER["D"],
+                n=CHAPTER["n"],
+                d=CHAPTER["d"],
+                members=CHAPTER["members"],
+                net=net,
+                data_seed=offset,
+                init_seed=offset + 100 + H,
+                iters=iters,
+                taylor=False,
+                products=True,
+            )
+            for H in depths
+        ]
+        for slug, (key, div) in PANELS.items():
+            Y = np.stack([np.asarray(p[key]) / (np.asarray(p[div]) if div else 1.0) for p in points[arch]])
+            out[arch, slug] = Y * (1 if key in ("J", "prod") else math.sqrt(m) / (1 if div else CHAPTER["D"]))
+    H2 = np.asarray(depths, float)[:, None] ** 2 * math.sqrt(m) / CHAPTER["D"]
+    for slug, key in (("gram-entry", "gram_entry"), ("gram-first-order", "gram_entry_linear")):
+        out["res", slug] = H2 * np.stack([np.asarray(p[key]) for p in points["res"]])
+    return out
+
+
+def verdicts(depths, consts: dict, confidence: float = CHAPTER["confidence"]) -> dict:
+    """Per row (``"depth-{arch}-{slug}"``): ``(estimate, holds, control rejected)``, as the chapter's claim check
+    decides them."""
+    from companion import stats
+
+    out = {}
+    rates = {k: stats.member_slopes(depths, Y, confidence, semilog=True) for k, Y in consts.items()}
+    for slug in PANELS:
+        f = rates["fc", slug]
+        out[f"depth-fc-{slug}"] = (f, f.low > 0, not f.contains(0.0))
+        r, wrong = rates["res", slug], f.value
+        out[f"depth-res-{slug}"] = (r, r.low <= 0, not (r.low <= wrong <= max(r.high, 0.0)))
+    for slug in ("gram-entry", "gram-first-order"):
+        f = stats.member_slopes(depths, consts["res", slug], confidence)
+        out[f"depth-res-{slug}"] = (f, f.low <= 0, CHAPTER["control"] > max(f.high, 0.0))
+    return out
+
+
+def summary(depths, runs: np.ndarray, confidence: float = CHAPTER["confidence"]) -> dict:
+    """For ``runs`` ``(offsets, depths, members)`` of a residual Gram constant: the mean power exponent in ``H``, the
+    share of offsets whose interval lies wholly above 0 (the row fails), the share whose interval reaches the
+    control, and the extreme interval ends."""
+    from companion import stats
+
+    fits = [stats.member_slopes(depths, Y, confidence) for Y in runs]
+    return _table_row(fits, [f.low <= 0 for f in fits], [CHAPTER["control"] > f.high for f in fits])
+
+
+def _table_row(fits, holds, rejects) -> dict:
+    return {
+        "mean": float(np.mean([f.value for f in fits])),
+        "fails": float(np.mean([not h for h in holds])),
+        "accepts_control": float(np.mean([not r for r in rejects])),
+        "low": (min(f.low for f in fits), max(f.low for f in fits)),
+        "high": (min(f.high for f in fits), max(f.high for f in fits)),
+    }
+
+
+def _print(name: str, s: dict) -> None:
+    print(
+        f"| {name} | {s['mean']:.3f} | {s['fails']:.2%} | {s['accepts_control']:.2%} | "
+        f"{s['low'][0]:.3f} … {s['low'][1]:.3f} | {s['high'][0]:.3f} … {s['high'][1]:.3f} |"
+    )
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--offsets", type=int, nargs=2, default=[0, 20], metavar=("FIRST", "STOP"))
+    ap.add_argument("--scale", choices=sorted(SCALES), default="paper")
+    ap.add_argument("--depths", type=int, nargs="+", default=None, help="instead of the scale's depths")
+    ap.add_argument("--all", action="store_true", help="every depth row, from the whole depth sweep")
+    ap.add_argument("--out", default=None, help="also save the values (npz)")
+    args = ap.parse_args(argv)
+    first, stop = args.offsets
+    if not 0 <= first < stop:
+        raise ValueError(f"--offsets must be FIRST < STOP, both non-negative, got {first} {stop}")
+    if args.depths is not None and (len(args.depths) < 2 or min(args.depths) < 2):
+        raise ValueError(f"--depths needs at least two depths, each at least 2, got {args.depths}")
+    offsets = range(first, stop)
+    depths = tuple(args.depths or SCALES[args.scale]["depths"])
+    print(f"{args.scale}: m = {SCALES[args.scale]['m']}, depths {depths}, seed offsets {first}-{stop - 1}:")
+    print("| row | mean exponent | fails | control not rejected | lower ends | upper ends |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    if args.all:
+        runs = [verdicts(depths, constants(k, args.scale, depths)) for k in offsets]
+        for row in runs[0]:
+            fits, holds, rejects = zip(*(r[row] for r in runs))
+            _print(row, _table_row(fits, holds, rejects))
+        if args.out:
+            est = {row: np.array([[r[row][0].value, r[row][0].low, r[row][0].high] for r in runs]) for row in runs[0]}
+            np.savez(args.out, offsets=np.asarray(offsets), depths=np.asarray(depths), **est)
+        return
+    entry, first_order = map(np.stack, zip(*(values(k, args.scale, depths) for k in offsets)))
+    for name, runs in (("depth-res-gram-entry", entry), ("depth-res-gram-first-order", first_order)):
+        _print(name, summary(depths, runs))
+    if args.out:
+        np.savez(args.out, entry=entry, first_order=first_order, offsets=np.asarray(offsets), depths=np.asarray(depths))
+
+
+if __name__ == "__main__":
+    main()

@@ -119,9 +119,14 @@ def verdicts(depths, consts: dict, confidence: float = CHAPTER["confidence"]) ->
         r, wrong = rates["res", slug], f.value
         out[f"depth-res-{slug}"] = (r, r.low <= 0, not (r.low <= wrong <= max(r.high, 0.0)))
     for slug in ("gram-entry", "gram-first-order"):
-        f = stats.member_slopes(depths, consts["res", slug], confidence)
-        out[f"depth-res-{slug}"] = (f, f.low <= 0, CHAPTER["control"] > max(f.high, 0.0))
+        out[f"depth-res-{slug}"] = _gram_verdict(stats.member_slopes(depths, consts["res", slug], confidence))
     return out
+
+
+def _gram_verdict(f) -> tuple:
+    """A residual Gram row's ``(estimate, holds, control rejected)``: "does not grow" (the interval, extended down
+    to any non-positive exponent, contains 0) against the control 2."""
+    return f, f.low <= 0, CHAPTER["control"] > max(f.high, 0.0)
 
 
 def summary(depths, runs: np.ndarray, confidence: float = CHAPTER["confidence"]) -> dict:
@@ -130,8 +135,7 @@ def summary(depths, runs: np.ndarray, confidence: float = CHAPTER["confidence"])
     control, and the extreme interval ends."""
     from companion import stats
 
-    fits = [stats.member_slopes(depths, Y, confidence) for Y in runs]
-    return _table_row(fits, [f.low <= 0 for f in fits], [CHAPTER["control"] > f.high for f in fits])
+    return _table_row(*zip(*(_gram_verdict(stats.member_slopes(depths, Y, confidence)) for Y in runs)))
 
 
 def _table_row(fits, holds, rejects) -> dict:

@@ -25,12 +25,10 @@ import argparse
 import math
 
 import numpy as np
+from chapter_config import config, parameter_ball_point
 
-SCALES = {
-    "quick": dict(m=64, depths=(2, 4, 8, 16), iters=16),
-    "paper": dict(m=256, depths=(2, 4, 8, 16), iters=20),
-}
-CHAPTER = dict(n=8, d=10, members=8, D=1.0, c_res=1.0, confidence=0.999, control=2.0)  # the chapter's Config
+CFG = {scale: config("13_parameter_ball", scale) for scale in ("quick", "paper")}  # the chapter's Config
+CONTROL = 2.0  # the residual Gram rows' control: the exponent of a drift without the 1/H² (their registry entries)
 PANELS = {  # the depth rows' quantities: key, divisor, row slug (as in the chapter's DEPTH_PANELS)
     "hessian": ("hess", "M"),
     "jacobian": ("J", None),
@@ -39,17 +37,17 @@ PANELS = {  # the depth rows' quantities: key, divisor, row slug (as in the chap
 }
 
 
-def _draws(offset: int, m: int, H: int):
+def _draws(offset: int, cfg, H: int):
     from companion import widenet as wn
 
     return wn.sweep_draws(
-        m,
+        cfg.m_depth,
         H,
-        n=CHAPTER["n"],
-        d=CHAPTER["d"],
-        members=CHAPTER["members"],
-        data_seed=offset,
-        init_seed=offset + 100 + H,
+        n=cfg.n,
+        d=cfg.d,
+        members=cfg.members,
+        data_seed=cfg.seed + offset,
+        init_seed=cfg.seed + 100 + H + offset,
     )
 
 
@@ -58,13 +56,14 @@ def values(offset: int, scale: str, depths=None) -> tuple[np.ndarray, np.ndarray
     entrywise drift and its first-order value, at one seed offset (the chapter's seeds plus ``offset``)."""
     from companion import widenet as wn
 
-    m, depths = SCALES[scale]["m"], depths or SCALES[scale]["depths"]
-    net = wn.Net("res", "tanh", CHAPTER["c_res"])
+    cfg = CFG[scale]
+    m, depths = cfg.m_depth, depths or cfg.depths
+    net = wn.Net("res", cfg.act, cfg.c_res)
     entry, first = [], []
     for H in depths:
-        params, X, _ = _draws(offset, m, H)
-        found = wn.gram_entry_ascent(params, X, CHAPTER["D"], net, refine=wn.ENTRY_REFINE)
-        scale_H = H**2 * np.sqrt(m) / CHAPTER["D"]
+        params, X, _ = _draws(offset, cfg, H)
+        found = wn.gram_entry_ascent(params, X, cfg.D, net, refine=wn.ENTRY_REFINE)
+        scale_H = H**2 * np.sqrt(m) / cfg.D
         entry.append(scale_H * found["entry"].cpu().numpy())
         first.append(scale_H * found["first_order"].cpu().numpy())
     return np.stack(entry), np.stack(first)
@@ -73,40 +72,25 @@ def values(offset: int, scale: str, depths=None) -> tuple[np.ndarray, np.ndarray
 def constants(offset: int, scale: str, depths=None) -> dict:
     """Every depth row's constant, ``(depths, members)`` by ``(arch, slug)``, from the chapter's whole depth sweep at
     one seed offset; ``("res", "gram-entry")`` and ``("res", "gram-first-order")`` carry the factor ``H²``."""
-    from companion import widenet as wn
 
-    m, iters = SCALES[scale]["m"], SCALES[scale]["iters"]
-    depths = depths or SCALES[scale]["depths"]
+    cfg = CFG[scale]
+    m, depths = cfg.m_depth, depths or cfg.depths
     out, points = {}, {}
     for arch in ("fc", "res"):
-        net = wn.Net(arch, "tanh", CHAPTER["c_res"])
         points[arch] = [
-            wn.sweep_point(
-                m,
-                H,
-                CHAPTER["D"],
-                n=CHAPTER["n"],
-                d=CHAPTER["d"],
-                members=CHAPTER["members"],
-                net=net,
-                data_seed=offset,
-                init_seed=offset + 100 + H,
-                iters=iters,
-                taylor=False,
-                products=True,
-            )
+            parameter_ball_point(cfg, m, H, arch, offset=offset, init_seed=cfg.seed + 100 + H, taylor=False, products=True)
             for H in depths
         ]
         for slug, (key, div) in PANELS.items():
             Y = np.stack([np.asarray(p[key]) / (np.asarray(p[div]) if div else 1.0) for p in points[arch]])
-            out[arch, slug] = Y * (1 if key in ("J", "prod") else math.sqrt(m) / (1 if div else CHAPTER["D"]))
-    H2 = np.asarray(depths, float)[:, None] ** 2 * math.sqrt(m) / CHAPTER["D"]
+            out[arch, slug] = Y * (1 if key in ("J", "prod") else math.sqrt(m) / (1 if div else cfg.D))
+    H2 = np.asarray(depths, float)[:, None] ** 2 * math.sqrt(m) / cfg.D
     for slug, key in (("gram-entry", "gram_entry"), ("gram-first-order", "gram_entry_linear")):
         out["res", slug] = H2 * np.stack([np.asarray(p[key]) for p in points["res"]])
     return out
 
 
-def verdicts(depths, consts: dict, confidence: float = CHAPTER["confidence"]) -> dict:
+def verdicts(depths, consts: dict, confidence: float = CFG["paper"].confidence) -> dict:
     """Per row (``"depth-{arch}-{slug}"``): ``(estimate, holds, control rejected)``, as the chapter's claim check
     decides them."""
     from companion import stats
@@ -126,10 +110,10 @@ def verdicts(depths, consts: dict, confidence: float = CHAPTER["confidence"]) ->
 def _gram_verdict(f) -> tuple:
     """A residual Gram row's ``(estimate, holds, control rejected)``: "does not grow" (the interval, extended down
     to any non-positive exponent, contains 0) against the control 2."""
-    return f, f.low <= 0, CHAPTER["control"] > max(f.high, 0.0)
+    return f, f.low <= 0, CONTROL > max(f.high, 0.0)
 
 
-def summary(depths, runs: np.ndarray, confidence: float = CHAPTER["confidence"]) -> dict:
+def summary(depths, runs: np.ndarray, confidence: float = CFG["paper"].confidence) -> dict:
     """For ``runs`` ``(offsets, depths, members)`` of a residual Gram constant: the mean power exponent in ``H``, the
     share of offsets whose interval lies wholly above 0 (the row fails), the share whose interval reaches the
     control, and the extreme interval ends."""
@@ -158,7 +142,7 @@ def _print(name: str, s: dict) -> None:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--offsets", type=int, nargs=2, default=[0, 20], metavar=("FIRST", "STOP"))
-    ap.add_argument("--scale", choices=sorted(SCALES), default="paper")
+    ap.add_argument("--scale", choices=sorted(CFG), default="paper")
     ap.add_argument("--depths", type=int, nargs="+", default=None, help="instead of the scale's depths")
     ap.add_argument("--all", action="store_true", help="every depth row, from the whole depth sweep")
     ap.add_argument("--out", default=None, help="also save the values (npz)")
@@ -169,8 +153,8 @@ def main(argv=None) -> None:
     if args.depths is not None and (len(args.depths) < 2 or min(args.depths) < 2):
         raise ValueError(f"--depths needs at least two depths, each at least 2, got {args.depths}")
     offsets = range(first, stop)
-    depths = tuple(args.depths or SCALES[args.scale]["depths"])
-    print(f"{args.scale}: m = {SCALES[args.scale]['m']}, depths {depths}, seed offsets {first}-{stop - 1}:")
+    depths = tuple(args.depths or CFG[args.scale].depths)
+    print(f"{args.scale}: m = {CFG[args.scale].m_depth}, depths {depths}, seed offsets {first}-{stop - 1}:")
     print("| row | mean exponent | fails | control not rejected | lower ends | upper ends |")
     print("| --- | --- | --- | --- | --- | --- |")
     if args.all:

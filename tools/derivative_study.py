@@ -18,10 +18,10 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+from chapter_config import config, parameter_ball_point
 
-WIDTHS = {"quick": (64, 128, 256, 512), "paper": (64, 128, 256, 512, 1024)}  # up to the chapter's hess_max_width
-ITERS = {"quick": 16, "paper": 20}  # the chapter's lanczos_iters
-CHAPTER = dict(H=2, n=8, d=10, members=8, D=1.0, act="tanh", c_res=1.0, confidence=0.999)  # the chapter's Config
+CFG = {scale: config("13_parameter_ball", scale) for scale in ("quick", "paper")}  # the chapter's Config
+WIDTHS = {scale: tuple(m for m in cfg.widths if m <= cfg.hess_max_width) for scale, cfg in CFG.items()}
 ROWS = {  # key of sweep_point: (paper's exponent, control), as the chapter's rows test them
     "deriv_x": (-0.5, 0.0),
     "deriv_z": (0.0, -0.5),
@@ -32,22 +32,17 @@ def values(offset: int, scale: str, iters: int, widths: tuple | None = None) -> 
     """``{(arch, key): (widths, members)}`` and ``{arch: (widths, members)}`` of the Lanczos convergence ratios, at
     one seed offset (the chapter's seeds plus ``offset``) with ``iters`` Lanczos steps, at the scale's widths or at
     ``widths``."""
-    from companion import widenet as wn
-
+    cfg = CFG[scale]
     out, conv = {}, {}
     for arch in ("fc", "res"):
-        net = wn.Net(arch, CHAPTER["act"], CHAPTER["c_res"])
         points = [
-            wn.sweep_point(
+            parameter_ball_point(
+                cfg,
                 m,
-                CHAPTER["H"],
-                CHAPTER["D"],
-                n=CHAPTER["n"],
-                d=CHAPTER["d"],
-                members=CHAPTER["members"],
-                net=net,
-                data_seed=offset,
-                init_seed=offset + 1 + m,
+                cfg.H_width,
+                arch,
+                offset=offset,
+                init_seed=cfg.seed + 1 + m,
                 iters=iters,
                 hessian=False,
                 taylor=False,
@@ -62,7 +57,7 @@ def values(offset: int, scale: str, iters: int, widths: tuple | None = None) -> 
     return out, conv
 
 
-def summary(widths, runs: np.ndarray, expected: float, control: float, confidence: float = CHAPTER["confidence"]):
+def summary(widths, runs: np.ndarray, expected: float, control: float, confidence: float = CFG["paper"].confidence):
     """For ``runs`` ``(offsets, widths, members)``: the mean exponent, the share of offsets whose interval misses
     ``expected``, the share whose interval contains ``control``, the smallest distance from ``expected`` to an end
     of an interval that contains it, and the local exponents of the mean log-value."""
@@ -90,7 +85,7 @@ def main(argv=None) -> None:
     first, stop = args.offsets
     if not 0 <= first < stop:
         raise ValueError(f"--offsets must be FIRST < STOP, both non-negative, got {first} {stop}")
-    iters = args.iters or [ITERS[args.scale]]
+    iters = args.iters or [CFG[args.scale].lanczos_iters]
     if min(iters) < 1:
         raise ValueError(f"--iters must be positive, got {iters}")
     offsets, widths = range(first, stop), WIDTHS[args.scale]

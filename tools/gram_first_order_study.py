@@ -23,9 +23,10 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+from chapter_config import config
 
-WIDTHS = {"quick": (64, 128, 256, 512), "paper": (64, 128, 256, 512, 1024, 2048)}
-CHAPTER = dict(H=2, n=8, d=10, members=8, D=1.0, confidence=0.999)  # the chapter's Config
+CFG = {scale: config("13_parameter_ball", scale) for scale in ("quick", "paper")}  # the chapter's Config
+WIDTHS = {scale: cfg.widths for scale, cfg in CFG.items()}
 
 
 def values(offset: int, scale: str) -> tuple[np.ndarray, np.ndarray]:
@@ -33,25 +34,26 @@ def values(offset: int, scale: str) -> tuple[np.ndarray, np.ndarray]:
     plus ``offset``, which :func:`companion.device.generator` would add as ``COMPANION_SEED``)."""
     from companion import widenet as wn
 
-    net = wn.Net("fc", "tanh", 1.0)
+    cfg = CFG[scale]
+    net = wn.Net("fc", cfg.act, cfg.c_res)
     top, rms = [], []
-    for m in WIDTHS[scale]:
+    for m in cfg.widths:
         params, X, _ = wn.sweep_draws(
             m,
-            CHAPTER["H"],
-            n=CHAPTER["n"],
-            d=CHAPTER["d"],
-            members=CHAPTER["members"],
-            data_seed=offset,
-            init_seed=offset + 1 + m,
+            cfg.H_width,
+            n=cfg.n,
+            d=cfg.d,
+            members=cfg.members,
+            data_seed=cfg.seed + offset,
+            init_seed=cfg.seed + 1 + m + offset,
         )
-        found = wn.gram_entry_ascent(params, X, CHAPTER["D"], net, refine=0)
+        found = wn.gram_entry_ascent(params, X, cfg.D, net, refine=0)
         top.append(found["first_order"].cpu().numpy())
         rms.append(found["first_order_rms"].cpu().numpy())
     return np.stack(top), np.stack(rms)
 
 
-def summary(widths, runs: np.ndarray, confidence: float = CHAPTER["confidence"]) -> dict:
+def summary(widths, runs: np.ndarray, confidence: float = CFG["paper"].confidence) -> dict:
     """For ``runs`` ``(offsets, widths, members)``: the mean exponent, the share of offsets whose interval misses
     -1/2 and the share whose interval contains 0, and the local exponents of the mean log-value."""
     from companion import stats

@@ -18,15 +18,15 @@ def test_the_values_are_those_of_the_chapters_sweep_point(monkeypatch):
     from companion import widenet as wn
 
     monkeypatch.delenv("COMPANION_SEED", raising=False)
-    got, conv = study.values(1, "quick", study.ITERS["quick"], widths=(64,))
-    c = study.CHAPTER
+    c = study.CFG["quick"]
+    got, conv = study.values(1, "quick", c.lanczos_iters, widths=(64,))
     full = wn.sweep_point(
-        64, c["H"], c["D"], n=c["n"], d=c["d"], members=c["members"], net=wn.Net("res", c["act"], c["c_res"]),
-        data_seed=1, init_seed=1 + 1 + 64, iters=study.ITERS["quick"], derivatives=True,
+        64, c.H_width, c.D, n=c.n, d=c.d, members=c.members, net=wn.Net("res", c.act, c.c_res),
+        data_seed=1, init_seed=1 + 1 + 64, iters=c.lanczos_iters, derivatives=True,
     )  # fmt: skip
     np.testing.assert_array_equal(got["res", "deriv_x"][0], full["deriv_x"])
     np.testing.assert_array_equal(got["res", "deriv_z"][0], full["deriv_z"])
-    assert got["fc", "deriv_x"].shape == (1, c["members"]) and conv["fc"].shape == (1, c["members"])
+    assert got["fc", "deriv_x"].shape == (1, c.members) and conv["fc"].shape == (1, c.members)
     assert np.all(got["fc", "deriv_x"] < got["fc", "deriv_z"])
     assert "COMPANION_SEED" not in os.environ
 

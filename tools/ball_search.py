@@ -21,14 +21,17 @@ import time
 
 import numpy as np
 import torch
+from chapter_config import config
 
 from companion import gramsearch, stats
 from companion import widenet as wn
 
+CFG = config("13_parameter_ball", "paper")  # the chapter's Config: n, d, members, H_width are the same at both scales
+
 
 def point(m, D, data_seed, init_seed, steps, net):
     """The sweep's search and the supremum at one width and radius: per-member arrays and the search's record."""
-    params, X, _ = wn.sweep_draws(m, 2, n=8, d=10, members=8, data_seed=data_seed, init_seed=init_seed)
+    params, X, _ = wn.sweep_draws(m, CFG.H_width, n=CFG.n, d=CFG.d, members=CFG.members, data_seed=data_seed, init_seed=init_seed)
     params = [p.detach() for p in params]
     start = time.perf_counter()
     sup = gramsearch.gram_entry_supremum(params, X, D, net, steps=steps, tol=1e-4, quasi_newton=True)

@@ -25,8 +25,11 @@ import argparse
 
 import numpy as np
 import torch
+from chapter_config import config
 
 from companion import widenet as wn
+
+CFG = config("13_parameter_ball", "paper")  # the chapter's Config: n, d, members, H_width are the same at both scales
 
 
 def inner(h1, h2):
@@ -101,9 +104,9 @@ def main(argv=None):
     ap.add_argument("--D", type=float, default=1.0)
     args = ap.parse_args(argv)
     torch.set_default_dtype(torch.float64)
-    net = wn.Net(args.arch, "tanh", 1.0)
+    net = wn.Net(args.arch, CFG.act, CFG.c_res)
     m, off = args.width, args.offset
-    params, X, _ = wn.sweep_draws(m, 2, n=8, d=10, members=8, data_seed=off, init_seed=off + 1 + m)
+    params, X, _ = wn.sweep_draws(m, CFG.H_width, n=CFG.n, d=CFG.d, members=CFG.members, data_seed=off, init_seed=off + 1 + m)
     params = [p.detach() for p in params]
     rows, cols = torch.triu_indices(X.shape[1], X.shape[1])
     Xp = torch.stack([X[:, rows], X[:, cols]], 2)

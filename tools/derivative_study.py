@@ -21,7 +21,10 @@ import numpy as np
 from chapter_config import config, parameter_ball_point
 
 CFG = {scale: config("13_parameter_ball", scale) for scale in ("quick", "paper")}  # the chapter's Config
+# the derivatives stop at hess_max_width; the residual sweep stops at res_max_width, which is not below it at either scale
 WIDTHS = {scale: tuple(m for m in cfg.widths if m <= cfg.hess_max_width) for scale, cfg in CFG.items()}
+if any(cfg.res_max_width < cfg.hess_max_width for cfg in CFG.values()):
+    raise ValueError("the chapter's residual width sweep now stops below hess_max_width: give each network its widths")
 ROWS = {  # key of sweep_point: (paper's exponent, control), as the chapter's rows test them
     "deriv_x": (-0.5, 0.0),
     "deriv_z": (0.0, -0.5),

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 import torch
-from chapter_config import config
+from chapter_config import config, parameter_ball_draws
 
 from companion import gramsearch, stats
 from companion import widenet as wn
@@ -29,9 +29,10 @@ from companion import widenet as wn
 CFG = config("13_parameter_ball", "paper")  # the chapter's Config: n, d, members, H_width are the same at both scales
 
 
-def point(m, D, data_seed, init_seed, steps, net):
-    """The sweep's search and the supremum at one width and radius: per-member arrays and the search's record."""
-    params, X, _ = wn.sweep_draws(m, CFG.H_width, n=CFG.n, d=CFG.d, members=CFG.members, data_seed=data_seed, init_seed=init_seed)
+def point(m, D, offset, init_seed, steps, net):
+    """The sweep's search and the supremum at one width and radius, on the chapter's draws at seed ``offset``
+    (``init_seed``: the chapter's): per-member arrays and the search's record."""
+    params, X, _ = parameter_ball_draws(CFG, m, CFG.H_width, offset=offset, init_seed=init_seed)
     params = [p.detach() for p in params]
     start = time.perf_counter()
     sup = gramsearch.gram_entry_supremum(params, X, D, net, steps=steps, tol=1e-4, quasi_newton=True)
@@ -73,11 +74,11 @@ def _sweeps(args: argparse.Namespace) -> None:
     net, off, m = wn.Net("fc", "tanh", 1.0), args.offset, args.m_radius
     if args.points:
         radii = np.geomspace(1.0, math.sqrt(m) * args.edge, args.points)
-        rows = [point(m, D, off, off + 7, args.steps, net) for D in radii]
+        rows = [point(m, D, off, CFG.seed + 7, args.steps, net) for D in radii]
         print(f"fc, m = {m}, seed offset {off}, the ball D = 1 … sqrt(m)/4:")
         report("D", radii, rows, args.confidence)
     if args.widths:
-        rows = [point(w, math.sqrt(w) * args.edge, off, off + 1 + w, args.steps, net) for w in args.widths]
+        rows = [point(w, math.sqrt(w) * args.edge, off, CFG.seed + 1 + w, args.steps, net) for w in args.widths]
         print(f"fc, seed offset {off}, the edge D = {args.edge} sqrt(m):")
         report("m", np.array(args.widths, dtype=float), rows, args.confidence)
 

@@ -1,7 +1,8 @@
 """A chapter's ``Config``, read from its source, for the seed-study tools (a tool cannot import a notebook).
 
-    from chapter_config import config, parameter_ball_point
+    from chapter_config import config, parameter_ball_draws, parameter_ball_point
     cfg = config("13_parameter_ball", "quick")        # the chapter's Config at that scale (a frozen dataclass)
+    params, X, y = parameter_ball_draws(cfg, 64, 2, offset=3, init_seed=cfg.seed + 1 + 64)
     values = parameter_ball_point(cfg, 64, 2, "fc", offset=3, init_seed=cfg.seed + 1 + 64, derivatives=True)
 
 :func:`config` runs only two statements of the chapter's MyST source: the ``Config`` dataclass and the ``CONFIGS``
@@ -42,6 +43,15 @@ def config(chapter: str, scale: str):
     if "CONFIGS" not in namespace or scale not in namespace["CONFIGS"]:
         raise ValueError(f"{paths[0].name} has no CONFIGS[{scale!r}]")
     return namespace["CONFIGS"][scale]
+
+
+def parameter_ball_draws(cfg, m: int, H: int, *, offset: int, init_seed: int) -> tuple:
+    """``(params, X, y)`` of one point of ``ch-parameter-ball``'s sweeps, drawn as the chapter draws them
+    (:func:`companion.widenet.sweep_draws` with its inputs and ensemble), every seed shifted by ``offset``;
+    ``init_seed`` as in :func:`parameter_ball_point`."""
+    from companion import widenet as wn
+
+    return wn.sweep_draws(m, H, n=cfg.n, d=cfg.d, members=cfg.members, data_seed=cfg.seed + offset, init_seed=init_seed + offset)
 
 
 def parameter_ball_point(cfg, m: int, H: int, arch: str, *, offset: int, init_seed: int, **flags) -> dict:

@@ -25,7 +25,7 @@ import argparse
 import math
 
 import numpy as np
-from chapter_config import config, parameter_ball_point
+from chapter_config import config, parameter_ball_draws, parameter_ball_point
 
 CFG = {scale: config("13_parameter_ball", scale) for scale in ("quick", "paper")}  # the chapter's Config
 CONTROL = 2.0  # the residual Gram rows' control: the exponent of a drift without the 1/H² (their registry entries)
@@ -35,20 +35,6 @@ PANELS = {  # the depth rows' quantities: key, divisor, row slug (as in the chap
     "feature": ("feat_x", None),
     "layer-products": ("prod", None),
 }
-
-
-def _draws(offset: int, cfg, H: int):
-    from companion import widenet as wn
-
-    return wn.sweep_draws(
-        cfg.m_depth,
-        H,
-        n=cfg.n,
-        d=cfg.d,
-        members=cfg.members,
-        data_seed=cfg.seed + offset,
-        init_seed=cfg.seed + 100 + H + offset,
-    )
 
 
 def values(offset: int, scale: str, depths=None) -> tuple[np.ndarray, np.ndarray]:
@@ -61,7 +47,7 @@ def values(offset: int, scale: str, depths=None) -> tuple[np.ndarray, np.ndarray
     net = wn.Net("res", cfg.act, cfg.c_res)
     entry, first = [], []
     for H in depths:
-        params, X, _ = _draws(offset, cfg, H)
+        params, X, _ = parameter_ball_draws(cfg, m, H, offset=offset, init_seed=cfg.seed + 100 + H)
         found = wn.gram_entry_ascent(params, X, cfg.D, net, refine=wn.ENTRY_REFINE)
         scale_H = H**2 * np.sqrt(m) / cfg.D
         entry.append(scale_H * found["entry"].cpu().numpy())
@@ -72,7 +58,6 @@ def values(offset: int, scale: str, depths=None) -> tuple[np.ndarray, np.ndarray
 def constants(offset: int, scale: str, depths=None) -> dict:
     """Every depth row's constant, ``(depths, members)`` by ``(arch, slug)``, from the chapter's whole depth sweep at
     one seed offset; ``("res", "gram-entry")`` and ``("res", "gram-first-order")`` carry the factor ``H²``."""
-
     cfg = CFG[scale]
     m, depths = cfg.m_depth, depths or cfg.depths
     out, points = {}, {}

@@ -25,7 +25,7 @@ import argparse
 
 import numpy as np
 import torch
-from chapter_config import config
+from chapter_config import config, parameter_ball_draws
 
 from companion import widenet as wn
 
@@ -106,7 +106,7 @@ def main(argv=None):
     torch.set_default_dtype(torch.float64)
     net = wn.Net(args.arch, CFG.act, CFG.c_res)
     m, off = args.width, args.offset
-    params, X, _ = wn.sweep_draws(m, CFG.H_width, n=CFG.n, d=CFG.d, members=CFG.members, data_seed=off, init_seed=off + 1 + m)
+    params, X, _ = parameter_ball_draws(CFG, m, CFG.H_width, offset=off, init_seed=CFG.seed + 1 + m)
     params = [p.detach() for p in params]
     rows, cols = torch.triu_indices(X.shape[1], X.shape[1])
     Xp = torch.stack([X[:, rows], X[:, cols]], 2)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from chapter_config import config
+from chapter_config import config, parameter_ball_draws
 
 CFG = {scale: config("13_parameter_ball", scale) for scale in ("quick", "paper")}  # the chapter's Config
 WIDTHS = {scale: cfg.widths for scale, cfg in CFG.items()}
@@ -38,15 +38,7 @@ def values(offset: int, scale: str) -> tuple[np.ndarray, np.ndarray]:
     net = wn.Net("fc", cfg.act, cfg.c_res)
     top, rms = [], []
     for m in cfg.widths:
-        params, X, _ = wn.sweep_draws(
-            m,
-            cfg.H_width,
-            n=cfg.n,
-            d=cfg.d,
-            members=cfg.members,
-            data_seed=cfg.seed + offset,
-            init_seed=cfg.seed + 1 + m + offset,
-        )
+        params, X, _ = parameter_ball_draws(cfg, m, cfg.H_width, offset=offset, init_seed=cfg.seed + 1 + m)
         found = wn.gram_entry_ascent(params, X, cfg.D, net, refine=0)
         top.append(found["first_order"].cpu().numpy())
         rms.append(found["first_order_rms"].cpu().numpy())

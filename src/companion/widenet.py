@@ -1748,7 +1748,8 @@ def ball_measurements(
     derivatives: bool = False,
     products: bool = False,
 ) -> dict:
-    """Everything :ref:`ch-parameter-ball` measures at one width/depth/radius, per member (each value ``(E,)``):
+    """Everything :ref:`ch-parameter-ball` measures at one width/depth/radius, per member (each value ``(E,)``
+    unless said):
 
     * ``gram_entry``: ``max_{i ≤ j} |ΔG_H,ij|`` with every entry ascended directly (:func:`gram_entry_ascent`,
       ``entry_refine`` projected-gradient steps); ``gram_entry_first``: the same after the first-order step alone;
@@ -1772,7 +1773,8 @@ def ball_measurements(
       ``‖b_h(θ0+h)‖₂`` over the inputs and the layers; ``resid``: ``‖f(θ0+h) − f(θ0)‖/√n``
       along it (the residual's change, paper C's ``‖r‖ ≤ ‖r_0‖ + T√n D``);
     * with ``derivatives``: ``deriv_x``/``deriv_z``: ``max_h sup_{‖v‖=1} ‖Dx_h[v]‖`` and the same for ``z_h``, at
-      ``θ0 + h`` along the gradient-span direction (:func:`feature_derivative_norms`), ``deriv_conv`` their Lanczos
+      ``θ0 + h`` along the gradient-span direction (:func:`feature_derivative_norms`), ``deriv_x_layers``/
+      ``deriv_z_layers`` the same before the maximum over the layers, ``(E, H)``, ``deriv_conv`` their Lanczos
       convergence ratio; with ``products`` (and ``H ≥ 2``): ``prod``: ``max_{h ≥ 2} ‖P_H ⋯ P_h‖`` there
       (:func:`layer_product_norms`), ``prod_conv``;
     * ``M``: ``max_h ‖b_h(θ0)‖_∞`` (:func:`backward_sup_norm`); ``J``: ``‖J(θ0)‖/√n``; ``grad_max``:
@@ -1808,13 +1810,13 @@ def ball_measurements(
     entry_refine : int
         The projected-gradient steps of :func:`gram_entry_ascent` (its ``refine``).
     derivatives : bool
-        Measure ``deriv_x``, ``deriv_z`` and ``deriv_conv`` (``2H`` Lanczos runs).
+        Measure ``deriv_x``, ``deriv_z``, their per-layer values and ``deriv_conv`` (``2H`` Lanczos runs).
     products : bool
         Measure ``prod`` and ``prod_conv`` (``H − 1`` dense products per input).
 
     Returns
     -------
-    dict of str to Tensor, each (E,)
+    dict of str to Tensor, each (E,) unless said
         The values above, by name.
 
     Raises
@@ -1868,6 +1870,7 @@ def ball_measurements(
     if derivatives:
         fdn = feature_derivative_norms(at, X, net, iters=iters, generator=fork)
         out["deriv_x"], out["deriv_z"] = fdn["x"].max(1).values, fdn["z"].max(1).values
+        out["deriv_x_layers"], out["deriv_z_layers"] = fdn["x"], fdn["z"]
         out["deriv_conv"] = fdn["conv"]
     if products and H > 1:
         lp = layer_product_norms(at, X, net, iters=iters, generator=fork)
@@ -2138,7 +2141,7 @@ def sweep_point(
     Returns
     -------
     dict of str to ndarray, each (members,)
-        The measurements by name.
+        The measurements by name (``deriv_x_layers``, ``deriv_z_layers``: ``(members, H)``).
     """
     p, X, y, gi = _sweep_draws(m, H, n=n, d=d, members=members, data_seed=data_seed, init_seed=init_seed)
     out = ball_measurements(

@@ -296,7 +296,10 @@ def test_ball_measurements_flags(gen):
     more = wn.ball_measurements(
         p, X, 0.5, net, iters=6, generator=torch.Generator().manual_seed(3), derivatives=True, products=True
     )
-    assert set(more) - set(full) == {"deriv_x", "deriv_z", "deriv_conv", "prod", "prod_conv"}
+    assert set(more) - set(full) == {"deriv_x", "deriv_z", "deriv_conv", "deriv_x_layers", "deriv_z_layers", "prod", "prod_conv"}
+    for key in ("x", "z"):  # the rows' values are the per-layer values' maxima
+        assert more[f"deriv_{key}_layers"].shape == (p[0].shape[0], 2)
+        assert torch.equal(more[f"deriv_{key}_layers"].max(1).values, more[f"deriv_{key}"])
     for k in full:  # the derivatives draw from a copy of the generator: every other value is unchanged
         assert torch.equal(more[k], full[k]), k
     alone = wn.ball_measurements(

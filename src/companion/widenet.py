@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import Tensor
-from torch.func import grad, jvp
+from torch.func import grad, jvp, vmap
 
 from . import activations, curvature, paramlist, validation
 from . import device as _device
@@ -57,6 +57,7 @@ __all__ = [
     "make_loss_and_grad",
     "backward_vectors",
     "backward_sup_norm",
+    "backward_gradient_norms",
     "layer_grams",
     "last_layer_gram",
     "ntk",
@@ -573,6 +574,87 @@ def backward_sup_norm(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
         When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
     """
     return torch.stack([b.abs().flatten(1).max(1).values for b in backward_vectors(params, X, net)], 0).max(0).values
+
+
+def backward_gradient_norms(params: Params, X: Tensor, net: Net = Net(), *, chunk: int = 64) -> dict:
+    """How fast the ball can move the backward vectors' sup-norm (paper C, step 3: ``‖b_h(θ)‖_∞ ≤ TM(1+D)`` or
+    ``CM(1+D)``; :ref:`ch-parameter-ball`): per member and layer, the parameter-gradient norms
+    ``‖∇_θ b_{h,k}(x_i)‖`` of every coordinate ``k`` of ``b_h = ∂f/∂x_h`` at every input. To first order
+    ``sup_{‖v‖ ≤ D} ‖b_h(θ + v)‖_∞ = max_{i,k} (|b_{h,k}(x_i)| + D ‖∇_θ b_{h,k}(x_i)‖)``, so the bound's ``D`` term
+    asks ``max_{i,k} ‖∇_θ b_{h,k}(x_i)‖ ≤ TM``, with no power of ``m``.
+
+    Exact, with no direction searched and no ``P``-sized gradient formed: ``b_{h,k}`` is ``f``'s derivative along
+    ``e_k`` at ``x_h``, so ``∇_θ b_{h,k}`` is the derivative of ``∇_θ f`` along that tangent. Per input,
+    ``∇_{W_l} f = u_l x_{l−1}ᵀ`` (``u_l = ∂f/∂z_l``), whose derivative ``u̇_l x_{l−1}ᵀ + u_l ẋ_{l−1}ᵀ`` has squared
+    norm ``‖u̇_l‖²‖x_{l−1}‖² + ‖u_l‖²‖ẋ_{l−1}‖² + 2(u̇_l·u_l)(x_{l−1}·ẋ_{l−1})``, and ``∇_a f = x_H`` gives
+    ``‖ẋ_H‖²``; ``torch.func.jvp`` of ``(u_l, x_l)`` along the ``m`` tangents (``chunk`` at a time under ``vmap``,
+    every input and member at once) supplies the dots.
+
+    Parameters
+    ----------
+    params : list of Tensor
+        ``[W_1 (E, m, d), W_2 … W_H (E, m, m), a (E, m)]``.
+    X : Tensor, (n, d) or (E, n, d)
+        The inputs, shared by the members or one set per member.
+    net : Net
+        The architecture, activation and scalings.
+    chunk : int
+        Tangents per batched pass (memory about ``chunk × E × n × m`` per layer).
+
+    Returns
+    -------
+    dict of str to Tensor, each (E, H)
+        ``"max"``: ``max_{i,k} ‖∇_θ b_{h,k}(x_i)‖`` (column ``h − 1`` for layer ``h``; ``b_H = a``, whose column is
+        1); ``"rms"``: the root mean square over the inputs and the coordinates.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is malformed, the inputs do not match it, a tensor lies on another device or dtype, or
+        ``chunk`` is not a positive integer.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from companion import widenet as wn
+    >>> g = torch.Generator().manual_seed(0)
+    >>> p = wn.init_params(3, 8, 2, 2, generator=g, dtype=torch.float64)
+    >>> X = wn.sphere_inputs(2, 3, generator=g, dtype=torch.float64)
+    >>> out = wn.backward_gradient_norms(p, X)
+    >>> out["max"].shape, bool(torch.allclose(out["max"][:, 1], torch.ones(2, dtype=torch.float64)))  # b_H = a
+    (torch.Size([2, 2]), True)
+    """
+    E, m, d, H = _check(params, X=X)
+    _check_X(X, d)
+    validation.positive_int("chunk", chunk)
+    X = X.expand(E, *X.shape) if X.ndim == 2 else X
+    n = X.shape[-2]
+    ztaps = {l: torch.zeros(E, n, m, dtype=X.dtype, device=X.device) for l in range(1, H + 1)}
+
+    def parts(tap: Tensor, h: int) -> tuple:  # (u_1 … u_H), (x_0 … x_H) with ``tap`` added to x_h
+        xtaps = {l: tap if l == h else ztaps[l] for l in range(1, H + 1)}
+        u = grad(lambda t: _forward(params, X, net, t, xtaps)[0].sum())(ztaps)
+        return tuple(u[l] for l in range(1, H + 1)), tuple(_forward(params, X, net, None, xtaps)[1])
+
+    def dot(p: Tensor, q: Tensor) -> Tensor:
+        return (p * q).sum(-1)
+
+    eye = torch.eye(m, dtype=X.dtype, device=X.device)
+    sq = torch.empty(E, H, n, m, dtype=X.dtype, device=X.device)
+    zero = torch.zeros(E, n, m, dtype=X.dtype, device=X.device)
+    for h in range(1, H + 1):
+        (us, xs) = parts(zero, h)
+        for k0 in range(0, m, chunk):
+            tangents = eye[k0 : k0 + chunk, None, None, :].expand(-1, E, n, m)  # tangent e_k at every input
+            du, dx = vmap(lambda t, h=h: jvp(lambda tap: parts(tap, h), (zero,), (t,))[1])(tangents)
+            total = dot(dx[H], dx[H])  # the gradient in a
+            for l in range(1, H + 1):
+                u, x, u_dot, x_dot = us[l - 1], xs[l - 1], du[l - 1], dx[l - 1]
+                total = total + dot(u_dot, u_dot) * dot(x, x) + dot(u, u) * dot(x_dot, x_dot)
+                total = total + 2 * dot(u_dot, u) * dot(x, x_dot)
+            sq[:, h - 1, :, k0 : k0 + chunk] = total.permute(1, 2, 0)
+    sq = sq.clamp_min(0)  # rounding
+    return {"max": sq.flatten(2).max(-1).values.sqrt(), "rms": sq.flatten(2).mean(-1).sqrt()}
 
 
 def layer_grams(params: Params, X: Tensor, net: Net = Net()) -> list[Tensor]:
@@ -1747,6 +1829,7 @@ def ball_measurements(
     entry_refine: int = ENTRY_REFINE,
     derivatives: bool = False,
     products: bool = False,
+    back_gradients: bool = False,
 ) -> dict:
     """Everything :ref:`ch-parameter-ball` measures at one width/depth/radius, per member (each value ``(E,)``
     unless said):
@@ -1776,7 +1859,9 @@ def ball_measurements(
       ``θ0 + h`` along the gradient-span direction (:func:`feature_derivative_norms`), ``deriv_x_layers``/
       ``deriv_z_layers`` the same before the maximum over the layers, ``(E, H)``, ``deriv_conv`` their Lanczos
       convergence ratio; with ``products`` (and ``H ≥ 2``): ``prod``: ``max_{h ≥ 2} ‖P_H ⋯ P_h‖`` there
-      (:func:`layer_product_norms`), ``prod_conv``;
+      (:func:`layer_product_norms`), ``prod_conv``; with ``back_gradients``: ``back_grad``:
+      ``max_{h,k} ‖∇_θ b_{h,k}(x_1; θ0)‖``, the first-order rate at which the ball moves ``‖b_h‖_∞``
+      (:func:`backward_gradient_norms` at the first input, as for ``hess``);
     * ``M``: ``max_h ‖b_h(θ0)‖_∞`` (:func:`backward_sup_norm`); ``J``: ``‖J(θ0)‖/√n``; ``grad_max``:
       ``max_i ‖∇f_i(θ0)‖`` (the square root of the tangent kernel's largest diagonal entry); ``G0``: ``max |G_H(θ0)|``.
 
@@ -1813,6 +1898,8 @@ def ball_measurements(
         Measure ``deriv_x``, ``deriv_z``, their per-layer values and ``deriv_conv`` (``2H`` Lanczos runs).
     products : bool
         Measure ``prod`` and ``prod_conv`` (``H − 1`` dense products per input).
+    back_gradients : bool
+        Measure ``back_grad`` (``H m`` forward-mode passes; no random draw).
 
     Returns
     -------
@@ -1875,6 +1962,8 @@ def ball_measurements(
     if products and H > 1:
         lp = layer_product_norms(at, X, net, iters=iters, generator=fork)
         out["prod"], out["prod_conv"] = lp["norm"].max(1).values, lp["conv"]
+    if back_gradients:
+        out["back_grad"] = backward_gradient_norms(params, X[..., :1, :], net)["max"].max(1).values
     bd = backward_drift(params, X, dirs["gd"], net)
     out["back_drift"] = bd["mean_drift"][:, :-1].max(1).values if H > 1 else bd["mean_drift"][:, 0]
     out["back_sup"], out["back_l2"] = bd["sup"].max(1).values, bd["l2"].max(1).values
@@ -2091,6 +2180,7 @@ def sweep_point(
     entry: bool = True,
     derivatives: bool = False,
     products: bool = False,
+    back_gradients: bool = False,
 ) -> dict:
     """One point of :ref:`ch-parameter-ball`'s sweeps, as numpy arrays ``(members,)``: each member's own ``n`` inputs on the
     sphere (``X``: ``(members, n, d)``) and targets ``y ~ N(0, 1)`` from ``device.generator(data_seed)`` (the same
@@ -2137,6 +2227,8 @@ def sweep_point(
         As in :func:`ball_measurements`.
     products : bool
         As in :func:`ball_measurements`.
+    back_gradients : bool
+        As in :func:`ball_measurements`.
 
     Returns
     -------
@@ -2157,6 +2249,7 @@ def sweep_point(
         entry=entry,
         derivatives=derivatives,
         products=products,
+        back_gradients=back_gradients,
     )
     if loss:
         out.update({f"loss_{k}": v for k, v in loss_hessian_measurements(p, X, y, D, net, iters=iters, generator=gi).items()})

@@ -449,6 +449,42 @@ def test_feature_derivatives_and_layer_products_match_dense_jacobians(gen, arch)
     assert torch.all(out["conv"] >= 1 - 1e-12) and torch.all(prod["conv"] >= 1 - 1e-12)  # estimates grow
 
 
+@pytest.mark.parametrize("arch", ["fc", "res"])
+@pytest.mark.parametrize("H", [2, 3])
+def test_backward_gradient_norms_match_dense_jacobians(gen, arch, H):
+    """max_{i,k} |grad_theta b_{h,k}(x_i)| and its root mean square against jacrev of backward_vectors (the dense
+    m x P Jacobian of each b_h, one member and input at a time); the top layer's b_H = a has gradient norm 1."""
+    m, n = 6, 3
+    net, p, X = _setup(gen, arch, m=m, H=H, n=n)
+    out = wn.backward_gradient_norms(p, X, net, chunk=4)  # chunks of 4, 2: the split does not matter
+    assert out["max"].shape == out["rms"].shape == (2, H)
+    for e in range(2):
+        sq = torch.zeros(H, n, m, dtype=DT)
+        for i in range(n):
+            J = jacrev(lambda q, i=i: torch.stack(wn.backward_vectors(q, X[i : i + 1], net))[:, 0, 0])(_member(p, e))
+            sq[:, i] = sum(j.reshape(H, m, -1).square().sum(-1) for j in J)  # (H, m) per input
+        assert torch.allclose(out["max"][e], sq.flatten(1).max(1).values.sqrt(), rtol=1e-12, atol=0)
+        assert torch.allclose(out["rms"][e], sq.flatten(1).mean(1).sqrt(), rtol=1e-12, atol=0)
+    assert torch.allclose(out["max"][:, -1], torch.ones(2, dtype=DT), rtol=1e-12)
+    per_member = wn.backward_gradient_norms(p, X.expand(2, n, X.shape[-1]), net, chunk=m)  # (E, n, d) inputs
+    assert torch.allclose(per_member["max"], out["max"], rtol=1e-12, atol=0)
+    with pytest.raises(ValueError, match="chunk"):
+        wn.backward_gradient_norms(p, X, net, chunk=0)
+
+
+def test_back_gradients_flag_adds_one_value_and_moves_nothing(gen):
+    net, p, X = _setup(gen, "res", m=8, H=2)
+    base = wn.ball_measurements(p, X, 0.5, net, iters=6, generator=torch.Generator().manual_seed(3), hessian=False)
+    more = wn.ball_measurements(
+        p, X, 0.5, net, iters=6, generator=torch.Generator().manual_seed(3), hessian=False, back_gradients=True
+    )
+    assert set(more) - set(base) == {"back_grad"}
+    for k in base:
+        assert torch.equal(more[k], base[k]), k
+    want = wn.backward_gradient_norms(p, X[:1], net)["max"].max(1).values  # the first input, every layer
+    assert torch.equal(more["back_grad"], want)
+
+
 def test_layer_products_need_depth_and_memory(gen, monkeypatch):
     net, p, X = _setup(gen, "fc", H=1)
     with pytest.raises(ValueError, match="H >= 2"):

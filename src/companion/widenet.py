@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import Tensor
-from torch.func import grad, jvp, vmap
+from torch.func import grad, jvp
 
 from . import activations, curvature, paramlist, validation
 from . import device as _device
@@ -587,8 +587,9 @@ def backward_gradient_norms(params: Params, X: Tensor, net: Net = Net(), *, chun
     ``e_k`` at ``x_h``, so ``∇_θ b_{h,k}`` is the derivative of ``∇_θ f`` along that tangent. Per input,
     ``∇_{W_l} f = u_l x_{l−1}ᵀ`` (``u_l = ∂f/∂z_l``), whose derivative ``u̇_l x_{l−1}ᵀ + u_l ẋ_{l−1}ᵀ`` has squared
     norm ``‖u̇_l‖²‖x_{l−1}‖² + ‖u_l‖²‖ẋ_{l−1}‖² + 2(u̇_l·u_l)(x_{l−1}·ẋ_{l−1})``, and ``∇_a f = x_H`` gives
-    ``‖ẋ_H‖²``; ``torch.func.jvp`` of ``(u_l, x_l)`` along the ``m`` tangents (``chunk`` at a time under ``vmap``,
-    every input and member at once) supplies the dots.
+    ``‖ẋ_H‖²``; one ``torch.func.jvp`` of ``(u_l, x_l)`` per ``chunk`` of the ``m`` tangents supplies the dots
+    (copy ``j`` of the inputs carries tangent ``e_{k+j}``, every member at once: samples do not interact).
+    ``b_H = a``, so its gradients are unit vectors: not computed.
 
     Parameters
     ----------
@@ -599,7 +600,7 @@ def backward_gradient_norms(params: Params, X: Tensor, net: Net = Net(), *, chun
     net : Net
         The architecture, activation and scalings.
     chunk : int
-        Tangents per batched pass (memory about ``chunk × E × n × m`` per layer).
+        Tangents per pass (memory about ``chunk × E × n × m`` per layer).
 
     Returns
     -------
@@ -629,30 +630,37 @@ def backward_gradient_norms(params: Params, X: Tensor, net: Net = Net(), *, chun
     validation.positive_int("chunk", chunk)
     X = X.expand(E, *X.shape) if X.ndim == 2 else X
     n = X.shape[-2]
-    ztaps = {l: torch.zeros(E, n, m, dtype=X.dtype, device=X.device) for l in range(1, H + 1)}
 
-    def parts(tap: Tensor, h: int) -> tuple:  # (u_1 … u_H), (x_0 … x_H) with ``tap`` added to x_h
+    def parts(Xc: Tensor, tap: Tensor, h: int) -> tuple:  # (u_1 … u_H), (x_0 … x_H), ``tap`` added to x_h
+        ztaps = {l: torch.zeros_like(tap) for l in range(1, H + 1)}
         xtaps = {l: tap if l == h else ztaps[l] for l in range(1, H + 1)}
-        u = grad(lambda t: _forward(params, X, net, t, xtaps)[0].sum())(ztaps)
-        return tuple(u[l] for l in range(1, H + 1)), tuple(_forward(params, X, net, None, xtaps)[1])
+
+        def output(t: dict) -> tuple:
+            f, xs, _ = _forward(params, Xc, net, t, xtaps)
+            return f.sum(), tuple(xs)
+
+        u, xs = grad(output, has_aux=True)(ztaps)
+        return tuple(u[l] for l in range(1, H + 1)), xs
 
     def dot(p: Tensor, q: Tensor) -> Tensor:
         return (p * q).sum(-1)
 
-    eye = torch.eye(m, dtype=X.dtype, device=X.device)
-    sq = torch.empty(E, H, n, m, dtype=X.dtype, device=X.device)
-    zero = torch.zeros(E, n, m, dtype=X.dtype, device=X.device)
-    for h in range(1, H + 1):
-        (us, xs) = parts(zero, h)
+    sq = torch.ones(E, H, n, m, dtype=X.dtype, device=X.device)  # b_H = a: ∇_θ a_k = e_k, norm 1
+    for h in range(1, H):
         for k0 in range(0, m, chunk):
-            tangents = eye[k0 : k0 + chunk, None, None, :].expand(-1, E, n, m)  # tangent e_k at every input
-            du, dx = vmap(lambda t, h=h: jvp(lambda tap: parts(tap, h), (zero,), (t,))[1])(tangents)
+            c = min(chunk, m - k0)
+            # c copies of the inputs, copy j with tangent e_{k0 + j} at x_h: samples do not interact
+            Xc = X.unsqueeze(1).expand(E, c, n, d).reshape(E, c * n, d)
+            tangent = torch.zeros(E, c, n, m, dtype=X.dtype, device=X.device)
+            tangent[:, torch.arange(c), :, k0 + torch.arange(c)] = 1
+            zero = torch.zeros(E, c * n, m, dtype=X.dtype, device=X.device)
+            (us, xs), (du, dx) = jvp(lambda tap, h=h: parts(Xc, tap, h), (zero,), (tangent.reshape(E, c * n, m),))
             total = dot(dx[H], dx[H])  # the gradient in a
             for l in range(1, H + 1):
                 u, x, u_dot, x_dot = us[l - 1], xs[l - 1], du[l - 1], dx[l - 1]
                 total = total + dot(u_dot, u_dot) * dot(x, x) + dot(u, u) * dot(x_dot, x_dot)
                 total = total + 2 * dot(u_dot, u) * dot(x, x_dot)
-            sq[:, h - 1, :, k0 : k0 + chunk] = total.permute(1, 2, 0)
+            sq[:, h - 1, :, k0 : k0 + c] = total.reshape(E, c, n).transpose(1, 2)
     sq = sq.clamp_min(0)  # rounding
     return {"max": sq.flatten(2).max(-1).values.sqrt(), "rms": sq.flatten(2).mean(-1).sqrt()}
 

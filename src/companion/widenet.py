@@ -652,7 +652,8 @@ def backward_gradient_norms(params: Params, X: Tensor, net: Net = Net(), *, chun
             # c copies of the inputs, copy j with tangent e_{k0 + j} at x_h: samples do not interact
             Xc = X.unsqueeze(1).expand(E, c, n, d).reshape(E, c * n, d)
             tangent = torch.zeros(E, c, n, m, dtype=X.dtype, device=X.device)
-            tangent[:, torch.arange(c), :, k0 + torch.arange(c)] = 1
+            j = torch.arange(c, device=X.device)
+            tangent[:, j, :, k0 + j] = 1
             zero = torch.zeros(E, c * n, m, dtype=X.dtype, device=X.device)
             (us, xs), (du, dx) = jvp(lambda tap, h=h: parts(Xc, tap, h), (zero,), (tangent.reshape(E, c * n, m),))
             total = dot(dx[H], dx[H])  # the gradient in a

@@ -71,7 +71,7 @@ def main(argv=None):
 
 def _sweeps(args: argparse.Namespace) -> None:
     """The ball sweep and the width sweep that :func:`main` asked for, in float64."""
-    net, off, m = wn.Net("fc", "tanh", 1.0), args.offset, args.m_radius
+    net, off, m = wn.Net("fc", CFG.act, CFG.c_res), args.offset, args.m_radius
     if args.points:
         radii = np.geomspace(1.0, math.sqrt(m) * args.edge, args.points)
         rows = [point(m, D, off, CFG.seed + 7, args.steps, net) for D in radii]

@@ -73,3 +73,16 @@ def parameter_ball_point(cfg, m: int, H: int, arch: str, *, offset: int, init_se
         init_seed=init_seed + offset,
         **{"iters": cfg.lanczos_iters, **flags},
     )
+
+
+def add_offsets_argument(ap) -> None:
+    """The seed-study tools' ``--offsets FIRST STOP`` (default 0 20) on an ``argparse`` parser."""
+    ap.add_argument("--offsets", type=int, nargs=2, default=[0, 20], metavar=("FIRST", "STOP"))
+
+
+def seed_offsets(pair) -> range:
+    """``range(FIRST, STOP)`` from a parsed ``--offsets``; a ``ValueError`` unless ``0 <= FIRST < STOP``."""
+    first, stop = pair
+    if not 0 <= first < stop:
+        raise ValueError(f"--offsets must be FIRST < STOP, both non-negative, got {first} {stop}")
+    return range(first, stop)

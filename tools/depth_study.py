@@ -25,7 +25,7 @@ import argparse
 import math
 
 import numpy as np
-from chapter_config import config, parameter_ball_draws, parameter_ball_point
+from chapter_config import add_offsets_argument, config, parameter_ball_draws, parameter_ball_point, seed_offsets
 
 CFG = {scale: config("13_parameter_ball", scale) for scale in ("quick", "paper")}  # the chapter's Config
 CONTROL = 2.0  # the residual Gram rows' control: the exponent of a drift without the 1/H² (their registry entries)
@@ -126,20 +126,17 @@ def _print(name: str, s: dict) -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--offsets", type=int, nargs=2, default=[0, 20], metavar=("FIRST", "STOP"))
+    add_offsets_argument(ap)
     ap.add_argument("--scale", choices=sorted(CFG), default="paper")
     ap.add_argument("--depths", type=int, nargs="+", default=None, help="instead of the scale's depths")
     ap.add_argument("--all", action="store_true", help="every depth row, from the whole depth sweep")
     ap.add_argument("--out", default=None, help="also save the values (npz)")
     args = ap.parse_args(argv)
-    first, stop = args.offsets
-    if not 0 <= first < stop:
-        raise ValueError(f"--offsets must be FIRST < STOP, both non-negative, got {first} {stop}")
+    offsets = seed_offsets(args.offsets)
     if args.depths is not None and (len(args.depths) < 2 or min(args.depths) < 2):
         raise ValueError(f"--depths needs at least two depths, each at least 2, got {args.depths}")
-    offsets = range(first, stop)
     depths = tuple(args.depths or CFG[args.scale].depths)
-    print(f"{args.scale}: m = {CFG[args.scale].m_depth}, depths {depths}, seed offsets {first}-{stop - 1}:")
+    print(f"{args.scale}: m = {CFG[args.scale].m_depth}, depths {depths}, seed offsets {offsets.start}-{offsets.stop - 1}:")
     print("| row | mean exponent | fails | control not rejected | lower ends | upper ends |")
     print("| --- | --- | --- | --- | --- | --- |")
     if args.all:

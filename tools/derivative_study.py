@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from chapter_config import config, parameter_ball_draws, parameter_ball_point
+from chapter_config import add_offsets_argument, config, parameter_ball_draws, parameter_ball_point, seed_offsets
 
 CFG = {scale: config("13_parameter_ball", scale) for scale in ("quick", "paper")}  # the chapter's Config
 # the derivatives stop at hess_max_width; the residual sweep stops at res_max_width, which is not below it at either scale
@@ -136,25 +136,22 @@ def _print_layers(widths, label: str, runs: dict) -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--offsets", type=int, nargs=2, default=[0, 20], metavar=("FIRST", "STOP"))
+    add_offsets_argument(ap)
     ap.add_argument("--scale", choices=sorted(WIDTHS), default="paper")
     ap.add_argument("--iters", type=int, nargs="+", default=None, help="Lanczos steps (default: the chapter's)")
     ap.add_argument("--widths", type=int, nargs="+", default=None, help="widths (default: the chapter's)")
     ap.add_argument("--at-init", action="store_true", help="also the per-layer values at θ0 on the same draws")
     ap.add_argument("--out", default=None, help="also save the values (npz, one array per arch, key and iters)")
     args = ap.parse_args(argv)
-    first, stop = args.offsets
-    if not 0 <= first < stop:
-        raise ValueError(f"--offsets must be FIRST < STOP, both non-negative, got {first} {stop}")
+    offsets = seed_offsets(args.offsets)
     iters = args.iters or [CFG[args.scale].lanczos_iters]
     if min(iters) < 1:
         raise ValueError(f"--iters must be positive, got {iters}")
     widths = tuple(args.widths) if args.widths else WIDTHS[args.scale]
     if len(widths) < 3 or min(widths) < 1 or list(widths) != sorted(set(widths)):
         raise ValueError(f"--widths must be at least three increasing positive widths, got {widths}")
-    offsets = range(first, stop)
     saved = {"offsets": np.asarray(offsets), "widths": np.asarray(widths)}
-    print(f"{args.scale} widths {widths}, seed offsets {first}-{stop - 1} ({len(offsets)}):")
+    print(f"{args.scale} widths {widths}, seed offsets {offsets.start}-{offsets.stop - 1} ({len(offsets)}):")
     print("| network | quantity | Lanczos steps | mean exponent | misses | contains control | margin | "
           "largest conv. ratio | local exponents |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from chapter_config import config, parameter_ball_draws
+from chapter_config import add_offsets_argument, config, parameter_ball_draws, seed_offsets
 
 CFG = {scale: config("13_parameter_ball", scale) for scale in ("quick", "paper")}  # the chapter's Config
 WIDTHS = {scale: cfg.widths for scale, cfg in CFG.items()}
@@ -62,17 +62,14 @@ def summary(widths, runs: np.ndarray, confidence: float = CFG["paper"].confidenc
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--offsets", type=int, nargs=2, default=[0, 20], metavar=("FIRST", "STOP"))
+    add_offsets_argument(ap)
     ap.add_argument("--scale", choices=sorted(WIDTHS), default="paper")
     ap.add_argument("--out", default=None, help="also save the values (npz: max, rms, offsets, widths)")
     args = ap.parse_args(argv)
-    first, stop = args.offsets
-    if not 0 <= first < stop:
-        raise ValueError(f"--offsets must be FIRST < STOP, both non-negative, got {first} {stop}")
-    offsets = range(first, stop)
+    offsets = seed_offsets(args.offsets)
     top, rms = map(np.stack, zip(*(values(k, args.scale) for k in offsets)))
     widths = WIDTHS[args.scale]
-    print(f"{args.scale} widths {widths}, seed offsets {first}-{stop - 1} ({len(offsets)}):")
+    print(f"{args.scale} widths {widths}, seed offsets {offsets.start}-{offsets.stop - 1} ({len(offsets)}):")
     print("| summary | mean exponent | misses -1/2 | contains 0 | local exponents |")
     print("| --- | --- | --- | --- | --- |")
     for name, runs in (("max", top), ("rms", rms)):

@@ -23,3 +23,15 @@ def test_a_missing_chapter_or_scale_is_refused():
         chapter_config.config("99_nothing", "quick")
     with pytest.raises(ValueError, match="no CONFIGS"):
         chapter_config.config("13_parameter_ball", "huge")
+
+
+def test_seed_offsets_parse_and_refuse():
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    chapter_config.add_offsets_argument(ap)
+    assert chapter_config.seed_offsets(ap.parse_args([]).offsets) == range(0, 20)
+    assert chapter_config.seed_offsets(ap.parse_args(["--offsets", "3", "7"]).offsets) == range(3, 7)
+    for pair in ([3, 3], [-1, 2]):
+        with pytest.raises(ValueError, match="FIRST < STOP"):
+            chapter_config.seed_offsets(pair)

@@ -5,6 +5,8 @@
 * an executed chapter notebook (``.ipynb``): the records :class:`companion.claims.ClaimCheck` embeds in its
   table (a ``<script class="companion-claims">`` JSON block; older notebooks: the table's cells);
 * a ``claims.json`` (every record of a built site, written at its root by the book build);
+* a run of the ledger (``book/_generated/runs/cpu-paper.json``: ``{"records": [...]}``, committed by
+  ``tools/ledger.py record``, so a fresh checkout has the CPU side without building the book);
 * a built site's html folder (its ``claims.json``);
 * a folder of records written with ``COMPANION_CLAIMS_DIR`` (``<chapter>.seed<k>[.falsify].json``).
 
@@ -12,7 +14,8 @@ For every claim — matched by row id (``claims.json`` and records carry it); re
 are matched by chapter and position in the chapter (each chapter's rows run in their registered order), the chapter's
 file stem read as its label — it prints the measured value and the verdict in run A
 and in run B, the largest relative difference of the numbers in the "measured" column, and whether the
-verdicts agree; then the largest difference over all claims and the claims whose numbers differ most.
+verdicts agree (and the controls' outcomes, where both runs record them); then the largest difference over all
+claims and the claims whose numbers differ most.
 Exit status 1 when a verdict differs or a claim is missing from one run.
 
 Both runs draw their random numbers on the CPU (``companion.device`` moves the drawn tensors to the
@@ -48,19 +51,37 @@ def _labels() -> dict[str, str]:
     return out
 
 
-def _row(chapter: str, claim: str, paper: str, measured: str, passed: bool, rid: str | None = None) -> dict:
-    return {"chapter": chapter, "claim": claim, "paper": paper, "measured": measured, "passed": bool(passed), "id": rid}
+def _row(
+    chapter: str,
+    claim: str,
+    paper: str,
+    measured: str,
+    passed: bool,
+    rid: str | None = None,
+    control_passed: bool | None = None,
+) -> dict:
+    return {
+        "chapter": chapter,
+        "claim": claim,
+        "paper": paper,
+        "measured": measured,
+        "passed": bool(passed),
+        "id": rid,
+        "control_passed": control_passed,
+    }
 
 
 def _from_records(records: list[dict]) -> list[dict]:
+    """Rows from records; a ledger's records carry the row id, the verdict and the control's outcome, not the text."""
     return [
         _row(
             r.get("chapter") or r.get("title", ""),
-            r["claim"],
+            r.get("claim") or r.get("id", ""),
             r.get("paper", ""),
             r.get("measured", ""),
             r.get("passed", r.get("verdict") in ("holds", "erratum")),
             r.get("id"),
+            r.get("control_passed"),
         )
         for r in records
         if not r.get("falsify")
@@ -113,7 +134,8 @@ def extract(source: str | Path) -> list[dict]:
         return _from_records(records)
     if path.suffix == ".ipynb":
         return _from_notebook(path)
-    return _from_records(json.loads(path.read_text()))
+    data = json.loads(path.read_text())
+    return _from_records(data["records"] if isinstance(data, dict) else data)
 
 
 def numbers(s: str) -> list[float]:
@@ -129,12 +151,12 @@ def rel_diff(a: str, b: str) -> float | None:
 
 
 def _keys(rows: list[dict], by_position: bool) -> list[tuple]:
-    """(label, id, claim text) of each row; (label, position in the chapter) where one run predates the row ids."""
+    """(label, row id) of each row; (label, position in the chapter) where one run predates the row ids."""
     labels, seen, out = _labels(), {}, []
     for r in rows:
         label = labels.get(r["chapter"], r["chapter"])
         seen[label] = seen.get(label, -1) + 1
-        out.append((label, seen[label]) if by_position else (label, r["id"], r["claim"]))
+        out.append((label, seen[label]) if by_position else (label, r["id"]))
     return out
 
 
@@ -149,7 +171,8 @@ def compare(a: list[dict], b: list[dict]) -> tuple[list[dict], bool]:
             out.append({**r, "other": None, "verdicts_agree": False, "max_rel_diff": None, "only_in": "A"})
             ok = False
             continue
-        agree = r["passed"] == s["passed"]
+        controls = (r["control_passed"], s["control_passed"])
+        agree = r["passed"] == s["passed"] and (None in controls or controls[0] == controls[1])
         ok &= agree
         out.append(
             {

@@ -12,8 +12,9 @@
 #      (COMPANION_CLAIMS_DIR) in OUT_DIR/chapters/claims, per-chapter wall times in OUT_DIR/chapters/chapters.json;
 #   4. the claim records compared row by row with the CPU paper-scale build's (benchmarks/claims_compare.py):
 #      the same verdict on every row, the measured numbers to the largest relative difference printed.
-#      CPU_CLAIMS names the CPU side: a claims.json (default _build/html/claims.json, written by `make book`; bring
-#      it with the working tree, e.g. the device tool's carry: ["_build/html/claims.json"]) or a records folder;
+#      CPU_CLAIMS names the CPU side: by default the committed ledger run of the same scale
+#      (book/_generated/runs/cpu-paper.json, written by `tools/ledger.py record`), so a fresh checkout needs no CPU
+#      build first; or a built site's claims.json (`make book`: _build/html/claims.json) or a records folder;
 #   5. OUT_DIR/RESULTS.md: date, GPU, torch and CUDA versions, test summary, per-chapter times, the claim table,
 #      and this script's wall time (to be committed as benchmarks/gpu/RESULTS.md).
 #
@@ -52,7 +53,7 @@ fi
 DEV=${GPU_CHECK_DEVICE:-cuda}
 SCALE=${GPU_CHECK_SCALE:-paper}
 WORKERS=${GPU_CHECK_WORKERS:-4}
-CPU_CLAIMS=${CPU_CLAIMS:-_build/html/claims.json}
+CPU_CLAIMS=${CPU_CLAIMS:-book/_generated/runs/cpu-$SCALE.json}
 TESTS=${GPU_CHECK_TESTS:-tests --ignore=tests/book}
 export PYTHONPATH="$PWD/src:$PWD/benchmarks${PYTHONPATH:+:$PYTHONPATH}"
 export COMPANION_PROGRESS=0 COMPANION_DEVICE=$DEV
@@ -117,7 +118,7 @@ if [ "$NB_OK" = 1 ] && [ -e "$CPU_CLAIMS" ]; then
   log "$CMP (table: claims_compare.md)"
   tail -n 15 "$OUT_DIR/claims_compare.md" | sed 's/^/    /' >> "$SUMMARY"
 elif [ "$NB_OK" = 1 ]; then
-  log "no CPU claim records at $CPU_CLAIMS (run \`make book\` on the CPU, or set CPU_CLAIMS): $CMP"
+  log "no CPU claim records at $CPU_CLAIMS (set CPU_CLAIMS to a claims.json or a records folder): $CMP"
 fi
 
 # 5. the summary to commit

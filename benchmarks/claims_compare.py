@@ -59,6 +59,7 @@ def _row(
     passed: bool,
     rid: str | None = None,
     control_passed: bool | None = None,
+    seed_offset: int | None = None,
 ) -> dict:
     return {
         "chapter": chapter,
@@ -68,6 +69,7 @@ def _row(
         "passed": bool(passed),
         "id": rid,
         "control_passed": control_passed,
+        "seed_offset": seed_offset,
     }
 
 
@@ -82,6 +84,7 @@ def _from_records(records: list[dict]) -> list[dict]:
             r.get("passed", r.get("verdict") in ("holds", "erratum")),
             r.get("id"),
             r.get("control_passed"),
+            r.get("seed_offset"),
         )
         for r in records
         if not r.get("falsify")
@@ -180,6 +183,7 @@ def compare(a: list[dict], b: list[dict]) -> tuple[list[dict], bool]:
                 "other_claim": s["claim"],
                 "other": s["measured"],
                 "other_passed": s["passed"],
+                "other_control_passed": s["control_passed"],
                 "verdicts_agree": agree,
                 "max_rel_diff": rel_diff(r["measured"], s["measured"]),
             }
@@ -188,6 +192,10 @@ def compare(a: list[dict], b: list[dict]) -> tuple[list[dict], bool]:
         out.append({**s, "other": None, "verdicts_agree": False, "max_rel_diff": None, "only_in": "B"})
         ok = False
     return out, ok
+
+
+def _verdict(passed: bool, control_passed: bool | None) -> str:
+    return ("holds" if passed else "fails") + (", control accepted" if control_passed else "")
 
 
 def main(argv=None) -> int:
@@ -204,13 +212,19 @@ def main(argv=None) -> int:
         print(f"no claim record found in {'A' if not a else 'B'} ({args.a if not a else args.b})")
         return 1
     rows, ok = compare(a, b)
+    offsets = [sorted({str(r["seed_offset"]) for r in run if r["seed_offset"] is not None}) for run in (a, b)]
+    if all(offsets) and offsets[0] != offsets[1]:
+        print(
+            f"Seed offsets differ ({la}: {', '.join(offsets[0])}; {lb}: {', '.join(offsets[1])}): the numbers differ by "
+            "the draws as well as by rounding; the verdicts must agree all the same.\n"
+        )
     print(f"| chapter | claim | {la} measured | {la} | {lb} measured | {lb} | rel. diff | verdicts agree |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         d = "" if r["max_rel_diff"] is None else f"{r['max_rel_diff']:.1e}"
-        other = "—" if r["other"] is None else ("holds" if r.get("other_passed") else "fails")
+        other = "—" if r["other"] is None else _verdict(r.get("other_passed"), r.get("other_control_passed"))
         print(
-            f"| {r['chapter']} | {r['claim']} | {r['measured']} | {'holds' if r['passed'] else 'fails'} | "
+            f"| {r['chapter']} | {r['claim']} | {r['measured']} | {_verdict(r['passed'], r['control_passed'])} | "
             f"{r['other'] if r['other'] is not None else '—'} | {other} | {d} | {'yes' if r['verdicts_agree'] else 'NO'} |"
         )
     diffs = sorted((r for r in rows if r["max_rel_diff"] is not None), key=lambda r: -r["max_rel_diff"])

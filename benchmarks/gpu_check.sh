@@ -41,7 +41,8 @@
 # Knobs: PYTHON (default .venv/bin/python if present, else python3); GPU_CHECK_DEVICE (default cuda; `cpu` is a
 # dry run of this script without a GPU); GPU_CHECK_SCALE (default paper); GPU_CHECK_CHAPTERS (comma-separated
 # stem prefixes, default all); GPU_CHECK_TESTS (pytest arguments, default the suite described above);
-# GPU_CHECK_WORKERS (default 4); CPU_CLAIMS (see step 4).
+# GPU_CHECK_WORKERS (default 4); CPU_CLAIMS (see step 4); COMPANION_SEED (the seed offset, default 0: another offset
+# draws other data, so the numbers differ from the CPU side's and the verdicts must agree all the same).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 T0=$SECONDS
@@ -61,7 +62,7 @@ SUMMARY="$OUT_DIR/summary.txt"
 : > "$SUMMARY"
 log() { echo "== $*" | tee -a "$SUMMARY"; }
 
-log "gpu_check on $(hostname) at $(date -u +%FT%TZ), device $DEV, chapters at $SCALE scale, python $PYTHON"
+log "gpu_check on $(hostname) at $(date -u +%FT%TZ), device $DEV, chapters at $SCALE scale, seed offset ${COMPANION_SEED:-0}, python $PYTHON"
 { nvidia-smi || echo "no nvidia-smi"; } > "$OUT_DIR/env.txt" 2>&1
 "$PYTHON" - >> "$OUT_DIR/env.txt" 2>&1 <<'EOF'
 import os, platform, torch
@@ -124,13 +125,14 @@ fi
 # 5. the summary to commit
 WALL=$((SECONDS - T0))
 "$PYTHON" - "$OUT_DIR" "$WALL" "$SCALE" > "$OUT_DIR/RESULTS.md" <<'EOF'
-import json, sys, time
+import json, os, sys, time
 from pathlib import Path
 out, wall, scale = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 env = (out / "env.txt").read_text().strip().splitlines()
 print(f"# GPU check, {time.strftime('%Y-%m-%d', time.gmtime())}\n")
+seed = os.environ.get("COMPANION_SEED", "0")
 print("Produced by `bash benchmarks/gpu_check.sh` in one call; its wall time: "
-      f"**{wall // 60} min {wall % 60} s**.\n")
+      f"**{wall // 60} min {wall % 60} s**; seed offset {seed} (`COMPANION_SEED`).\n")
 print("```\n" + "\n".join(l for l in env if l.startswith(("python", "gpu"))) + "\n```\n")
 tests = (out / "tests.log").read_text().strip().splitlines() if (out / "tests.log").exists() else []
 print("## Unit tests on the device\n\n`" + (tests[-1] if tests else "not run") + "`\n")

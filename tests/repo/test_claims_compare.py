@@ -54,3 +54,12 @@ def test_a_flipped_verdict_a_flipped_control_and_a_missing_row_fail(tmp_path):
     assert [r["verdicts_agree"] for r in rows] == [False, False, False]
     assert rows[2].get("only_in") == "A"
     assert claims_compare.main([str(a), str(b)]) == 1
+
+
+def test_the_table_names_an_accepted_control_and_different_seed_offsets(tmp_path, capsys):
+    a = _ledger(tmp_path, [{**_full("setup.a"), "seed_offset": 0}])
+    b = _gpu(tmp_path, [{**_full("setup.a", control=True), "seed_offset": 3}])
+    assert claims_compare.main([str(a), str(b), "--labels", "cpu,cuda"]) == 1
+    out = capsys.readouterr().out
+    assert "Seed offsets differ (cpu: 0; cuda: 3)" in out
+    assert "| holds | ratio 0.5 | holds, control accepted |" in out

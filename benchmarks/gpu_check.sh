@@ -27,12 +27,14 @@
 # repository checks run; those that need jupyter-book or playwright skip when they are absent.
 #
 # Notebook packages: the GPU machine has torch, numpy, scipy, matplotlib, pytest and tqdm but not nbformat,
-# nbclient, ipykernel, ipywidgets or jupytext. Bring them as wheels for CPython 3.12 in the ignored folder .whl/
-# of the working tree (prepared on any machine with network access, ~20 MB):
+# nbclient, ipykernel, ipywidgets or jupytext, nor python-flint (the package's ball arithmetic, which the certificates
+# of several chapters and their unit tests use). The chapters need no MyST-NB (companion.glue stands in for its
+# glue). Bring them as wheels for CPython 3.12 in the ignored folder .whl/ of the working tree (prepared on any
+# machine with network access, ~33 MB, python-flint 10 MB of it):
 #
 #     pip download --only-binary=:all: --python-version 3.12 --implementation cp \
 #         --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 --platform any \
-#         -d .whl nbformat nbclient ipykernel jupytext ipywidgets pyyaml networkx
+#         -d .whl nbformat nbclient ipykernel jupytext ipywidgets pyyaml networkx python-flint
 #
 # and carry .whl with the tree; this script installs them with
 # `pip install --no-index --find-links .whl --target /tmp/site ...` and puts /tmp/site on PYTHONPATH (the
@@ -78,13 +80,14 @@ fi
 
 # 1. notebook packages
 NB_OK=1
-if ! "$PYTHON" -c "import nbformat, nbclient, ipykernel, jupytext, ipywidgets, yaml, networkx" 2>/dev/null; then
+NB_IMPORTS="import nbformat, nbclient, ipykernel, jupytext, ipywidgets, yaml, networkx, flint"
+if ! "$PYTHON" -c "$NB_IMPORTS" 2>/dev/null; then
   if [ -d .whl ]; then
     "$PYTHON" -m pip install -q --no-index --find-links .whl --target /tmp/site \
-      nbformat nbclient ipykernel jupytext ipywidgets pyyaml networkx > "$OUT_DIR/wheels.log" 2>&1
+      nbformat nbclient ipykernel jupytext ipywidgets pyyaml networkx python-flint > "$OUT_DIR/wheels.log" 2>&1
     export PYTHONPATH="$PYTHONPATH:/tmp/site"
   fi
-  if ! "$PYTHON" -c "import nbformat, nbclient, ipykernel, jupytext, ipywidgets, yaml, networkx" 2>/dev/null; then
+  if ! "$PYTHON" -c "$NB_IMPORTS" 2>/dev/null; then
     NB_OK=0
     log "notebook packages missing (see the header of this script for the wheels): chapters not executed"
   else

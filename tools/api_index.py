@@ -22,8 +22,8 @@ import companion  # noqa: E402
 GROUPS = [
     ("Running an experiment", "where tensors live, the two scales, the models' common protocol and the engine that trains them",
      ["device", "memory", "scale", "validation", "model", "paramlist", "gd", "fused", "sweep"]),
-    ("Evidence", "estimates, certificates and the claim check that ends every chapter; figures and explorers",
-     ["stats", "certify", "claims", "registry", "plotting", "explore"]),
+    ("Evidence", "estimates, certificates and the claim check that ends every chapter; figures, quoted numbers and explorers",
+     ["stats", "certify", "claims", "registry", "plotting", "glue", "explore"]),
     ("Paper A: double polynomial smoothness",
      "the deep network, its assumptions, the lemmas' right-hand sides, the searches that probe them, the step and the rate",
      ["activations", "assumptions", "deepnet", "polysum", "smoothness", "ratios", "search", "descent", "rate", "curvature"]),

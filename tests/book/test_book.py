@@ -195,3 +195,47 @@ def test_chapters_bind_no_letters_and_underscore_names():
         if new := sorted(short - SHORT_NAMES_ALLOWED.get(md.name, set())):
             problems.append(f"{md.name}: {', '.join(new)} (name what the value is)")
     assert problems == [], "\n".join(problems)
+
+
+def _imported_modules(lines: list[str]) -> set[str]:
+    """Top-level modules a cell imports (``import a.b``, ``from a.b import c``); relative imports do not occur."""
+    import ast
+
+    tree = ast.parse("\n".join(ln for ln in lines if not ln.lstrip().startswith(("%", "!"))))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_chapters_import_only_the_package_its_dependencies_and_the_kernel():
+    """A reader who installs ``companion`` (Colab's install cell, a GPU machine) has the package's dependencies and a
+    Jupyter kernel, not the book's build (MyST-NB, Sphinx): a chapter importing one of those stops at its first cell.
+    Allowed: the standard library, ``companion``, the distributions of pyproject.toml's ``dependencies`` and extras,
+    and IPython (every kernel's)."""
+    import importlib.metadata as md_
+
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra]
+    allowed_dists = {re.split(r"[<>=!~ \[;]", d, maxsplit=1)[0].lower().replace("_", "-") for d in declared}
+    allowed_dists |= {"ipython"}
+    providers = md_.packages_distributions()
+
+    def allowed(module: str) -> bool:
+        if module in sys.stdlib_module_names or module == "companion":
+            return True
+        return any(dist.lower().replace("_", "-") in allowed_dists for dist in providers.get(module, []))
+
+    bad = sorted(
+        f"{md.name} cell {i}: import {m}"
+        for md in chapters.chapters()
+        for i, lines in _code_cells(md)
+        for m in _imported_modules(lines)
+        if not allowed(m)
+    )
+    assert bad == [], "\n".join(bad)

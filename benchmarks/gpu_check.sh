@@ -24,7 +24,8 @@
 #
 # Tests left out here: tests/book/ (the chapters, the website and the browser check: step 3 runs every chapter at
 # paper scale instead, and the website is built on the CPU). The unit tests (tests/unit/, tests/*.py) and the
-# repository checks run; those that need jupyter-book or playwright skip when they are absent.
+# repository checks run; those that need the development set (ruff, docutils, jupyter-book, playwright) skip
+# when it is absent.
 #
 # Notebook packages: the GPU machine has torch, numpy, scipy, matplotlib, pytest and tqdm but not nbformat,
 # nbclient, ipykernel, ipywidgets or jupytext, nor python-flint (the package's ball arithmetic, which the certificates

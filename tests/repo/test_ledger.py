@@ -74,6 +74,7 @@ def test_the_status_ledger_shows_each_run_on_its_own_line():
     """One line per committed run of the chapter on that kind of machine (never the records of several runs
     counted together), the latest first, with its scale, a requested dtype that the run did not use, its commit and
     its verdicts; nothing for a machine with no run."""
+    pytest.importorskip("docutils", reason="companion._book is a Sphinx extension: the book's build has docutils")
     from companion._book import ledger_cell
 
     quick = [_record("ch-setup"), _record("ch-setup", verdict="fails"), _record("ch-other")]

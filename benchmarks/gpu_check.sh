@@ -96,6 +96,68 @@ if ! "$PYTHON" -c "$NB_IMPORTS" 2>/dev/null; then
   fi
 fi
 
+# Steps 4 and 5 are functions: run at the end, or on a signal (below).
+
+# 4. the claim records against the CPU build's
+compare_claims() {
+  CMP="claims not compared"
+  if [ "$NB_OK" = 1 ] && [ -e "$CPU_CLAIMS" ]; then
+    "$PYTHON" benchmarks/claims_compare.py "$CPU_CLAIMS" "$OUT_DIR/chapters/claims" --labels "cpu,$DEV" \
+      --json "$OUT_DIR/claims_compare.json" > "$OUT_DIR/claims_compare.md" 2>&1
+    CMP="claims compared (exit $?: 0 = every verdict agrees)"
+    log "$CMP (table: claims_compare.md)"
+    tail -n 15 "$OUT_DIR/claims_compare.md" | sed 's/^/    /' >> "$SUMMARY"
+  elif [ "$NB_OK" = 1 ]; then
+    log "no CPU claim records at $CPU_CLAIMS (set CPU_CLAIMS to a claims.json or a records folder): $CMP"
+  fi
+}
+
+# 5. the summary to commit
+write_results() {
+  WALL=$((SECONDS - T0))
+  "$PYTHON" - "$OUT_DIR" "$WALL" "$SCALE" "$STOPPED" > "$OUT_DIR/RESULTS.md" <<'EOF'
+import json, os, sys, time
+from pathlib import Path
+out, wall, scale, stopped = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
+env = (out / "env.txt").read_text().strip().splitlines()
+print(f"# GPU check, {time.strftime('%Y-%m-%d', time.gmtime())}\n")
+seed = os.environ.get("COMPANION_SEED", "0")
+print("Produced by `bash benchmarks/gpu_check.sh` in one call; its wall time: "
+      f"**{wall // 60} min {wall % 60} s**; seed offset {seed} (`COMPANION_SEED`).\n")
+if stopped:
+    print("**Stopped by a signal before the end**: what follows is what had finished (chapters whose records are "
+          "missing show as rows only in the CPU run).\n")
+print("```\n" + "\n".join(l for l in env if l.startswith(("python", "gpu"))) + "\n```\n")
+tests = (out / "tests.log").read_text().strip().splitlines() if (out / "tests.log").exists() else []
+print("## Unit tests on the device\n\n`" + (tests[-1] if tests else "not run") + "`\n")
+ch = out / "chapters" / "chapters.json"
+if ch.exists():
+    c = json.loads(ch.read_text())
+    print(f"## Chapters at {scale} scale ({c['workers']} at a time, {c['wall_s']:.0f} s wall)\n")
+    print("| chapter | seconds | result |\n|---|---:|---|")
+    for r in c["chapters"]:
+        print(f"| {r['chapter']} | {r['seconds']:.1f} | {'ran to the end' if not r['error'] else 'stopped: ' + ' '.join(r['error'].split())[:200]} |")
+    print()
+cmp = out / "claims_compare.md"
+print("## Claim records, CPU build against this device\n")
+print(cmp.read_text() if cmp.exists() else "not compared (no CPU records)")
+EOF
+  log "RESULTS.md written; gpu_check wall time ${WALL} s; outputs in $OUT_DIR"
+}
+
+# A TERM or INT (a time limit around this script) still leaves RESULTS.md: what finished, compared, marked stopped.
+STOPPED=0
+on_signal() {
+  trap - TERM INT
+  STOPPED=1
+  log "stopped by a signal after $((SECONDS - T0)) s: RESULTS.md from what finished"
+  compare_claims
+  write_results
+  exit 143
+}
+
+trap on_signal TERM INT
+
 # 2. the unit tests, in the background
 ( "$PYTHON" -m pytest -q -p no:cacheprovider -o addopts="" -rfEs $TESTS \
     --junitxml="$OUT_DIR/tests.xml" > "$OUT_DIR/tests.log" 2>&1; echo $? > "$OUT_DIR/tests.rc" ) &
@@ -114,42 +176,5 @@ wait "$TESTS_PID"
 log "unit tests on $DEV: exit $(cat "$OUT_DIR/tests.rc") (log: tests.log)"
 tail -n 30 "$OUT_DIR/tests.log" | sed 's/^/    /' >> "$SUMMARY"
 
-# 4. the claim records against the CPU build's
-CMP="claims not compared"
-if [ "$NB_OK" = 1 ] && [ -e "$CPU_CLAIMS" ]; then
-  "$PYTHON" benchmarks/claims_compare.py "$CPU_CLAIMS" "$OUT_DIR/chapters/claims" --labels "cpu,$DEV" \
-    --json "$OUT_DIR/claims_compare.json" > "$OUT_DIR/claims_compare.md" 2>&1
-  CMP="claims compared (exit $?: 0 = every verdict agrees)"
-  log "$CMP (table: claims_compare.md)"
-  tail -n 15 "$OUT_DIR/claims_compare.md" | sed 's/^/    /' >> "$SUMMARY"
-elif [ "$NB_OK" = 1 ]; then
-  log "no CPU claim records at $CPU_CLAIMS (set CPU_CLAIMS to a claims.json or a records folder): $CMP"
-fi
-
-# 5. the summary to commit
-WALL=$((SECONDS - T0))
-"$PYTHON" - "$OUT_DIR" "$WALL" "$SCALE" > "$OUT_DIR/RESULTS.md" <<'EOF'
-import json, os, sys, time
-from pathlib import Path
-out, wall, scale = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-env = (out / "env.txt").read_text().strip().splitlines()
-print(f"# GPU check, {time.strftime('%Y-%m-%d', time.gmtime())}\n")
-seed = os.environ.get("COMPANION_SEED", "0")
-print("Produced by `bash benchmarks/gpu_check.sh` in one call; its wall time: "
-      f"**{wall // 60} min {wall % 60} s**; seed offset {seed} (`COMPANION_SEED`).\n")
-print("```\n" + "\n".join(l for l in env if l.startswith(("python", "gpu"))) + "\n```\n")
-tests = (out / "tests.log").read_text().strip().splitlines() if (out / "tests.log").exists() else []
-print("## Unit tests on the device\n\n`" + (tests[-1] if tests else "not run") + "`\n")
-ch = out / "chapters" / "chapters.json"
-if ch.exists():
-    c = json.loads(ch.read_text())
-    print(f"## Chapters at {scale} scale ({c['workers']} at a time, {c['wall_s']:.0f} s wall)\n")
-    print("| chapter | seconds | result |\n|---|---:|---|")
-    for r in c["chapters"]:
-        print(f"| {r['chapter']} | {r['seconds']:.1f} | {'ran to the end' if not r['error'] else 'stopped: ' + ' '.join(r['error'].split())[:200]} |")
-    print()
-cmp = out / "claims_compare.md"
-print("## Claim records, CPU build against this device\n")
-print(cmp.read_text() if cmp.exists() else "not compared (no CPU records)")
-EOF
-log "RESULTS.md written; gpu_check wall time ${WALL} s; outputs in $OUT_DIR"
+compare_claims
+write_results

@@ -6,6 +6,9 @@ What Colab has and this reproduces:
   ``companion``: a fresh virtual environment under a temporary folder that sees the project's ``.venv``
   site-packages through a ``.pth`` file. ``.pth`` lines are not site directories, so the ``.venv``'s editable
   ``companion`` (itself a ``.pth`` hook) stays invisible; the script checks that ``import companion`` fails first;
+* none of the book's build (MyST-NB, MyST-Parser, Jupyter Book, jupyter-cache, the book theme): the project's
+  ``.venv`` has them, so the fresh environment hides them with an import hook (a chapter that imports one fails
+  here as it would in Colab);
 * ``google.colab`` in ``sys.modules``, so the chapter's hidden first cell runs its ``pip install``;
 * the notebook as Colab opens it: the committed paired ``.ipynb``, no outputs, run top to bottom in a fresh kernel.
 
@@ -31,6 +34,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL_RE = re.compile(r'"companion @ git\+(?P<url>[^"]+)"')
+NOT_IN_COLAB = ("myst_nb", "myst_parser", "jupyter_book", "jupyter_cache", "sphinx_book_theme")
+HIDE = f"""import importlib.abc
+
+
+class _NotInColab(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {NOT_IN_COLAB!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}} (not in Colab)", name=name)
+        return None
+
+
+import sys  # noqa: E402
+
+sys.meta_path.insert(0, _NotInColab())
+"""
 
 RUNNER = r"""
 import json, sys, time
@@ -87,6 +105,8 @@ def simulate(notebook: Path, scale: str = "quick", keep: bool = False, install_o
         ).stdout.strip()
     )
     (sp / "colab_preinstalled.pth").write_text(str(project_site) + "\n")
+    (sp / "colab_absent.py").write_text(HIDE)
+    (sp / "colab_absent.pth").write_text("import colab_absent\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "COMPANION_WIDGETS")}
     env.update(
         COMPANION_SCALE=scale,
@@ -100,6 +120,7 @@ def simulate(notebook: Path, scale: str = "quick", keep: bool = False, install_o
             str(py),
             "-c",
             "import torch, numpy, scipy, matplotlib, ipykernel, ipywidgets, pip\n"
+            "try:\n    import myst_nb\nexcept ImportError:\n    pass\nelse:\n    raise SystemExit('myst_nb visible')\n"
             "try:\n    import companion\nexcept ImportError:\n    print('clean')\nelse:\n"
             "    print('companion visible:', companion.__file__)\nprint(torch.__version__)",
         ],

@@ -16,7 +16,8 @@
 #      (book/_generated/runs/cpu-paper.json, written by `tools/ledger.py record`), so a fresh checkout needs no CPU
 #      build first; or a built site's claims.json (`make book`: _build/html/claims.json) or a records folder;
 #   5. OUT_DIR/RESULTS.md: date, GPU, torch and CUDA versions, test summary, per-chapter times, the claim table,
-#      and this script's wall time (to be committed as benchmarks/gpu/RESULTS.md).
+#      and this script's wall time (to be committed as benchmarks/gpu/RESULTS.md); a TERM or INT (a time limit
+#      around the script) still writes it, from what finished and marked as stopped.
 #
 # Budget: designed to fit in 9 minutes on one H200 (chapter times measured there earlier were 17-66 s each at
 # paper scale; four at a time with the unit tests beside them). The script prints its own wall time; the

@@ -229,8 +229,10 @@ def main(argv=None) -> int:
         )
     diffs = sorted((r for r in rows if r["max_rel_diff"] is not None), key=lambda r: -r["max_rel_diff"])
     not_comparable = sum(1 for r in rows if r["other"] is not None and r["max_rel_diff"] is None)
+    differing = sum(1 for r in diffs if r["max_rel_diff"] > 0)
     print(
-        f"\n{len(rows)} claims; all verdicts agree: {ok}; largest relative difference of the measured numbers: "
+        f"\n{len(rows)} claims; all verdicts agree: {ok}; {differing} print different numbers in the two runs "
+        "(rows whose numbers are float64 residues differ by rounding alone); largest relative difference: "
         + (f"{diffs[0]['max_rel_diff']:.2e} ({diffs[0]['chapter']}: {diffs[0]['claim']})" if diffs else "—")
         + (f"; {not_comparable} claims whose measured text has different numbers of numbers" if not_comparable else "")
     )

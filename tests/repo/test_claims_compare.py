@@ -63,3 +63,12 @@ def test_the_table_names_an_accepted_control_and_different_seed_offsets(tmp_path
     out = capsys.readouterr().out
     assert "Seed offsets differ (cpu: 0; cuda: 3)" in out
     assert "| holds | ratio 0.5 | holds, control accepted |" in out
+
+
+def test_the_summary_counts_the_rows_whose_numbers_differ(tmp_path, capsys):
+    a = _ledger(tmp_path, [_full("setup.a"), _full("setup.b", measured="spread 9e-15")])
+    b = _gpu(tmp_path, [_full("setup.a"), _full("setup.b", measured="spread 7e-15")])
+    assert claims_compare.main([str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "2 claims; all verdicts agree: True; 1 print different numbers in the two runs" in out
+    assert "largest relative difference: 2.22e-01 (ch-setup: setup.b)" in out  # a ledger row names its id

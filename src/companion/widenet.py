@@ -378,8 +378,7 @@ def forward(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
     Tensor
         ``(E, n)``.
     """
-    _, _, d, _ = _check(params, X=X)
-    _check_X(X, d)
+    _check(params, X=X)
     return _forward(params, X, net)[0]
 
 
@@ -491,8 +490,7 @@ def make_loss_and_grad(X: Tensor, y: Tensor, net: Net = Net()):
     def loss_and_grad(params: Sequence[Tensor]) -> tuple[Tensor, list[Tensor]]:
         shapes = [tuple(p.shape) for p in params]
         if checked.get("shapes") != shapes:
-            E, _, d, _ = _check(params, X=X)
-            _check_X(X, d, E)
+            E, _, _, _ = _check(params, X=X)
             if y.ndim == 2 and y.shape[0] != E:
                 raise ValueError(f"y has {y.shape[0]} members but params have E = {E}")
             checked["shapes"] = shapes
@@ -544,8 +542,7 @@ def backward_vectors(params: Params, X: Tensor, net: Net = Net()) -> list[Tensor
     ValueError
         When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
     """
-    E, m, d, H = _check(params, X=X)
-    _check_X(X, d)
+    E, m, _, H = _check(params, X=X)
     xt = {h: torch.zeros(E, X.shape[-2], m, dtype=X.dtype, device=X.device) for h in range(1, H + 1)}
     bs = grad(lambda t: _forward(params, X, net, None, t)[0].sum())(xt)
     return [bs[h] for h in range(1, H + 1)]
@@ -626,7 +623,6 @@ def backward_gradient_norms(params: Params, X: Tensor, net: Net = Net(), *, chun
     (torch.Size([2, 2]), True)
     """
     E, m, d, H = _check(params, X=X)
-    _check_X(X, d)
     validation.positive_int("chunk", chunk)
     X = X.expand(E, *X.shape) if X.ndim == 2 else X
     n = X.shape[-2]
@@ -692,8 +688,7 @@ def layer_grams(params: Params, X: Tensor, net: Net = Net()) -> list[Tensor]:
     ValueError
         When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
     """
-    _, _, d, H = _check(params, X=X)
-    _check_X(X, d)
+    _, _, _, H = _check(params, X=X)
     us, xs, _ = _preactivation_grads(params, X, net)
     out = [(us[h - 1] @ us[h - 1].transpose(-1, -2)) * (xs[h - 1] @ xs[h - 1].transpose(-1, -2)) for h in range(1, H + 1)]
     out.append(xs[H] @ xs[H].transpose(-1, -2))
@@ -725,8 +720,7 @@ def last_layer_gram(params: Params, X: Tensor, net: Net = Net()) -> Tensor:
     ValueError
         When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
     """
-    E, m, d, H = _check(params, X=X)
-    _check_X(X, d)
+    _, m, _, H = _check(params, X=X)
     _, xs, zs = _forward(params, X, net)
     gamma = net.scales(H)[-1] ** 2
     act = activations.get(net.act)
@@ -871,8 +865,7 @@ def gradient_direction(params: Params, X: Tensor, D: float, coef: Tensor, net: N
     ValueError
         When ``params`` is malformed, ``X`` or ``coef`` does not match it, or ``D`` is negative.
     """
-    E, _, d, _ = _check(params, X=X)
-    _check_X(X, d)
+    E, _, _, _ = _check(params, X=X)
     validation.nonnegative("D", D)
     _check(params, coef=coef)
     validation.tensor("coef", coef, ndim=2)
@@ -909,8 +902,7 @@ def gram_ascent_direction(params: Params, X: Tensor, D: float, net: Net = Net())
     ValueError
         When ``params`` is malformed, ``X`` does not match it, or ``D`` is negative.
     """
-    E, _, d, _ = _check(params, X=X)
-    _check_X(X, d)
+    _check(params, X=X)
     validation.nonnegative("D", D)
     u = torch.linalg.eigh(last_layer_gram(params, X, net))[1][..., -1].detach()  # (E, n)
     g = grad(lambda p: torch.einsum("ei,eij,ej->", u, last_layer_gram(p, X, net), u))(list(params))
@@ -1030,7 +1022,6 @@ def gram_entry_ascent(
         On mismatched shapes, a negative ``D`` or ``refine``.
     """
     E, m, d, H = _check(params, X=X)
-    _check_X(X, d, E)
     validation.nonnegative("D", D)
     if isinstance(refine, bool) or not isinstance(refine, int) or refine < 0:
         raise ValueError(f"refine must be a non-negative integer, got {refine!r}")
@@ -1233,8 +1224,7 @@ def loss_hvp(params: Params, X: Tensor, y: Tensor, v: Params, net: Net = Net()) 
     ValueError
         When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
     """
-    _, _, d, _ = _check(params, X=X, y=y, v=v)
-    _check_X(X, d)
+    _check(params, X=X, y=y, v=v)
     return _hvp(lambda p: 0.5 * ((_forward(p, X, net)[0] - y) ** 2).sum(), params, v)
 
 
@@ -1265,8 +1255,7 @@ def weighted_output_hvp(params: Params, X: Tensor, c: Tensor, v: Params, net: Ne
     ValueError
         When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
     """
-    E, _, d, _ = _check(params, X=X, c=c, v=v)
-    _check_X(X, d)
+    E, _, _, _ = _check(params, X=X, c=c, v=v)
     if c.shape != (E, X.shape[-2]):
         raise ValueError(f"c must have shape {(E, X.shape[-2])}, got {tuple(c.shape)}")
     c = c.detach()
@@ -1396,8 +1385,7 @@ def output_hessian_norms(
     ValueError
         When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
     """
-    E, _, d, _ = _check(params, X=X)
-    _check_X(X, d, E)
+    E, _, _, _ = _check(params, X=X)
     n = X.shape[-2]
     rep = [v.repeat_interleave(n, 0) for v in params]  # member e, input i -> row e n + i
     Xr = X.expand(E, *X.shape[-2:]).reshape(E * n, 1, -1)  # (E n, 1, d)
@@ -1437,8 +1425,7 @@ def loss_hessian_norm(
     ValueError
         When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
     """
-    E, _, d, _ = _check(params, X=X, y=y)
-    _check_X(X, d)
+    E, _, _, _ = _check(params, X=X, y=y)
     r = (forward(params, X, net) - y).detach().expand(E, X.shape[-2]).contiguous()  # the residual, held fixed
     res = _operator_norm(params, _rop_hvp_fn(params, X, net, r, gauss_newton=True), iters, generator)
     return res.norm
@@ -1477,8 +1464,7 @@ def weighted_output_hessian_norm(
     ValueError
         When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
     """
-    E, _, d, _ = _check(params, X=X, c=c)
-    _check_X(X, d)
+    E, _, _, _ = _check(params, X=X, c=c)
     if c.shape != (E, X.shape[-2]):
         raise ValueError(f"c must have shape {(E, X.shape[-2])}, got {tuple(c.shape)}")
     c = c.detach()
@@ -1513,8 +1499,7 @@ def jvp_outputs(params: Params, X: Tensor, h: Params, net: Net = Net()) -> Tenso
     ValueError
         When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
     """
-    _, _, d, H = _check(params, X=X, h=h)
-    _check_X(X, d)
+    _, _, _, H = _check(params, X=X, h=h)
     us, xs, _ = _preactivation_grads(params, X, net)
     out = (xs[H] * h[-1].unsqueeze(-2)).sum(-1)
     for k in range(1, H + 1):
@@ -1547,8 +1532,7 @@ def taylor_remainder(params: Params, X: Tensor, h: Params, net: Net = Net()) -> 
     ValueError
         When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
     """
-    _, _, d, _ = _check(params, X=X, h=h)
-    _check_X(X, d)
+    _check(params, X=X, h=h)
     f0 = _forward(params, X, net)[0]
     f1 = _forward(paramlist.add(params, h), X, net)[0]
     return (f1 - f0 - jvp_outputs(params, X, h, net)).abs()
@@ -1582,8 +1566,7 @@ def feature_drift(params: Params, X: Tensor, h: Params, net: Net = Net()) -> dic
     ValueError
         When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
     """
-    _, _, d, _ = _check(params, X=X, h=h)
-    _check_X(X, d)
+    _check(params, X=X, h=h)
     _, xs0, zs0 = _forward(params, X, net)
     _, xs1, zs1 = _forward(paramlist.add(params, h), X, net)
     ex = torch.stack([(a - b).norm(dim=-1).max(-1).values for a, b in zip(xs1[1:], xs0[1:])], -1)
@@ -1622,8 +1605,7 @@ def backward_drift(params: Params, X: Tensor, h: Params, net: Net = Net()) -> di
     ValueError
         When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
     """
-    _, _, d, _ = _check(params, X=X, h=h)
-    _check_X(X, d)
+    _check(params, X=X, h=h)
     b0 = backward_vectors(params, X, net)
     b1 = backward_vectors(paramlist.add(params, h), X, net)
     return {
@@ -1724,8 +1706,7 @@ def feature_derivative_norms(
     >>> out["x"].shape, bool((out["x"] < out["z"]).all())
     (torch.Size([2, 2]), True)
     """
-    E, m, d, H = _check(params, X=X)
-    _check_X(X, d)
+    E, m, _, H = _check(params, X=X)
     validation.positive_int("iters", iters)
     n = X.shape[-2]
     taps = {h: torch.zeros(E, n, m, dtype=X.dtype, device=X.device) for h in range(1, H + 1)}
@@ -1791,8 +1772,7 @@ def layer_product_norms(
     >>> wn.layer_product_norms(p, X, wn.Net("res"), iters=16, generator=g)["norm"].shape
     torch.Size([2, 2])
     """
-    E, m, d, H = _check(params, X=X)
-    _check_X(X, d)
+    E, m, _, H = _check(params, X=X)
     validation.positive_int("iters", iters)
     if H < 2:
         raise ValueError(f"layer products need depth H >= 2, got H = {H}")
@@ -1920,8 +1900,7 @@ def ball_measurements(
     ValueError
         When ``params`` is malformed, ``X`` does not match it, or ``D`` is negative.
     """
-    E, m, d, H = _check(params, X=X)
-    _check_X(X, d, E)
+    E, _, _, H = _check(params, X=X)
     n = X.shape[-2]
     out, fork = {}, _fork(generator)
     G0 = last_layer_gram(params, X, net)
@@ -2027,8 +2006,7 @@ def loss_hessian_measurements(
     ValueError
         When ``params`` is malformed, ``X`` or ``y`` does not match it, or ``D`` is negative.
     """
-    E, m, d, H = _check(params, X=X, y=y)
-    _check_X(X, d, E)
+    E, _, _, _ = _check(params, X=X, y=y)
     n = X.shape[-2]
     validation.nonnegative("D", D)
     r0 = (forward(params, X, net) - y).detach()
@@ -2097,8 +2075,7 @@ def radius_measurements(
     ValueError
         When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
     """
-    E, m, d, H = _check(params, X=X)
-    _check_X(X, d, E)
+    E, _, _, H = _check(params, X=X)
     radii = [float(D) for D in radii]
     if not radii or any(not (D > 0) for D in radii):
         raise ValueError(f"radii must be positive, got {radii}")
@@ -2350,8 +2327,7 @@ def dense_reference_errors(
     ValueError
         When ``params`` is malformed, the inputs do not match it, or a tensor lies on another device or dtype.
     """
-    E, m, d, H = _check(params, X=X, y=y)
-    _check_X(X, d)
+    E, _, _, H = _check(params, X=X, y=y)
     out = {"ntk": 0.0, "gram": 0.0, "hessian": 0.0, "loss_hessian": 0.0, "loss_identity": 0.0}
     norm_f = output_hessian_norm(params, X[0], net, iters=iters, generator=generator)
     norm_L = loss_hessian_norm(params, X, y, net, iters=iters, generator=generator)
